@@ -1,0 +1,80 @@
+"""The Catalog interface, so Postgres can replace SQLite (DESIGN.md §3)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from citadel.types import DocumentMeta, Principal
+
+
+@dataclass(frozen=True)
+class DocumentRecord:
+    tenant_id: str
+    document_id: str
+    title: str
+    source: str
+    owner: str
+    visibility: str
+    effective_date: str | None
+    supersedes: str | None
+    status: str
+    published_version: int | None
+    latest_version: int
+    acl_version: int
+    groups: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class ReadableDoc:
+    """A document version the principal may read right now."""
+
+    document_id: str
+    version: int
+    title: str
+    source: str
+
+
+@dataclass(frozen=True)
+class StagedVersion:
+    """A document version written beside the published one, waiting for the pointer switch."""
+
+    meta: DocumentMeta
+    version: int
+    content_hash: str
+    chunk_ids: tuple[str, ...]
+    chunk_hashes: tuple[str, ...]
+
+
+class Catalog(Protocol):
+    # tenants
+    def ensure_tenant(self, tenant_id: str) -> None: ...
+    def list_tenants(self) -> list[dict[str, Any]]: ...
+
+    # documents and versions
+    def get_document(self, tenant_id: str, document_id: str) -> DocumentRecord | None: ...
+    def next_version(self, tenant_id: str, document_id: str, content_hash: str) -> tuple[int, bool]: ...
+    def list_documents(self, tenant_id: str) -> list[DocumentRecord]: ...
+    def manifest(self, tenant_id: str, document_id: str, version: int) -> list[str]: ...
+
+    # publishing
+    def published_segment(self, tenant_id: str) -> str | None: ...
+    def publish(
+        self, tenant_id: str, segment_id: str, tier: str, staged: list[StagedVersion], job_id: str
+    ) -> None: ...
+
+    # permissions (the live check)
+    def readable_documents(self, principal: Principal) -> dict[str, ReadableDoc]: ...
+    def set_acl(self, tenant_id: str, document_id: str, groups: list[str], actor: str) -> int: ...
+    def withdraw(self, tenant_id: str, document_id: str, actor: str) -> None: ...
+
+    # jobs, dead letters, audit
+    def create_job(self, tenant_id: str, kind: str) -> str: ...
+    def finish_job(self, job_id: str, status: str, report: dict[str, Any]) -> None: ...
+    def get_job(self, job_id: str) -> dict[str, Any] | None: ...
+    def add_dead_letter(self, job_id: str, tenant_id: str, source: str, code: str, reason: str,
+                        meta: dict[str, Any]) -> int: ...
+    def dead_letters(self, tenant_id: str | None = None, include_retried: bool = False) -> list[dict[str, Any]]: ...
+    def mark_dead_letter_retried(self, dead_letter_id: int) -> None: ...
+    def audit(self, actor: str, action: str, tenant_id: str, target: str, detail: dict[str, Any]) -> None: ...
+    def audit_log(self, tenant_id: str | None = None) -> list[dict[str, Any]]: ...

@@ -1,0 +1,366 @@
+"""SQLite implementation of the Catalog (the embedded default)."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+import time
+import uuid
+from contextlib import contextmanager
+from importlib import resources
+from pathlib import Path
+from typing import Any, Iterator
+
+from citadel.catalog.base import DocumentRecord, ReadableDoc, StagedVersion
+from citadel.errors import CitadelError, NotFound
+from citadel.types import Principal
+
+# Statuses under which a document may be read at all; everything else is excluded at query time.
+READABLE_STATUS = "published"
+TENANT_WIDE = "tenant"
+
+
+class SQLiteCatalog:
+    def __init__(self, path: str | Path):
+        self.path = str(path)
+        if self.path != ":memory:":
+            Path(self.path).parent.mkdir(parents=True, exist_ok=True)
+        self._lock = threading.RLock()
+        self._conn = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
+        self._conn.row_factory = sqlite3.Row
+        self._conn.execute("PRAGMA journal_mode=WAL")
+        self._conn.execute("PRAGMA foreign_keys=ON")
+        self._conn.execute("PRAGMA busy_timeout=5000")
+        schema = resources.files("citadel.catalog").joinpath("schema.sql").read_text()
+        self._conn.executescript(schema)
+
+    def close(self) -> None:
+        with self._lock:
+            self._conn.close()
+
+    @contextmanager
+    def _tx(self) -> Iterator[sqlite3.Connection]:
+        """One atomic write transaction: all of it is visible, or none of it."""
+        with self._lock:
+            self._conn.execute("BEGIN IMMEDIATE")
+            try:
+                yield self._conn
+            except BaseException:
+                self._conn.execute("ROLLBACK")
+                raise
+            self._conn.execute("COMMIT")
+
+    def _query(self, sql: str, args: tuple = ()) -> list[sqlite3.Row]:
+        with self._lock:
+            return self._conn.execute(sql, args).fetchall()
+
+    # ----------------------------------------------------------------- tenants
+    def ensure_tenant(self, tenant_id: str) -> None:
+        with self._tx() as db:
+            db.execute(
+                "INSERT OR IGNORE INTO tenants (tenant_id, created_at) VALUES (?, ?)",
+                (tenant_id, time.time()),
+            )
+
+    def list_tenants(self) -> list[dict[str, Any]]:
+        rows = self._query(
+            """SELECT t.tenant_id, p.segment_id, p.tier, p.generation,
+                      (SELECT COUNT(*) FROM documents d WHERE d.tenant_id = t.tenant_id
+                          AND d.status = 'published') AS published_documents,
+                      (SELECT COALESCE(SUM(v.chunk_count), 0) FROM documents d JOIN document_versions v
+                          ON v.tenant_id = d.tenant_id AND v.document_id = d.document_id
+                          AND v.version = d.published_version
+                        WHERE d.tenant_id = t.tenant_id AND d.status = 'published') AS published_chunks
+               FROM tenants t LEFT JOIN partitions p ON p.tenant_id = t.tenant_id
+               ORDER BY t.tenant_id"""
+        )
+        return [dict(r) for r in rows]
+
+    # --------------------------------------------------------------- documents
+    def _groups(self, tenant_id: str, document_id: str) -> tuple[str, ...]:
+        rows = self._query(
+            "SELECT group_name FROM document_acl WHERE tenant_id=? AND document_id=? ORDER BY group_name",
+            (tenant_id, document_id),
+        )
+        return tuple(r["group_name"] for r in rows)
+
+    def _record(self, row: sqlite3.Row) -> DocumentRecord:
+        latest = self._query(
+            "SELECT COALESCE(MAX(version), 0) AS v FROM document_versions WHERE tenant_id=? AND document_id=?",
+            (row["tenant_id"], row["document_id"]),
+        )[0]["v"]
+        return DocumentRecord(
+            tenant_id=row["tenant_id"],
+            document_id=row["document_id"],
+            title=row["title"],
+            source=row["source"],
+            owner=row["owner"],
+            visibility=row["visibility"],
+            effective_date=row["effective_date"],
+            supersedes=row["supersedes"],
+            status=row["status"],
+            published_version=row["published_version"],
+            latest_version=latest,
+            acl_version=row["acl_version"],
+            groups=self._groups(row["tenant_id"], row["document_id"]),
+        )
+
+    def get_document(self, tenant_id: str, document_id: str) -> DocumentRecord | None:
+        rows = self._query(
+            "SELECT * FROM documents WHERE tenant_id=? AND document_id=?", (tenant_id, document_id)
+        )
+        return self._record(rows[0]) if rows else None
+
+    def list_documents(self, tenant_id: str) -> list[DocumentRecord]:
+        rows = self._query("SELECT * FROM documents WHERE tenant_id=? ORDER BY document_id", (tenant_id,))
+        return [self._record(r) for r in rows]
+
+    def next_version(
+        self, tenant_id: str, document_id: str, content_hash: str, requested: int | None = None
+    ) -> tuple[int, bool]:
+        """The version a new upload gets, and whether it is the published content already.
+
+        Re-ingesting identical content is a no-op (idempotent retries); versions are monotonic.
+        """
+        rows = self._query(
+            "SELECT version, content_hash, status FROM document_versions WHERE tenant_id=? AND document_id=?"
+            " ORDER BY version DESC LIMIT 1",
+            (tenant_id, document_id),
+        )
+        if not rows:
+            return (requested or 1), False
+        latest = rows[0]
+        if latest["content_hash"] == content_hash and latest["status"] == READABLE_STATUS:
+            return latest["version"], True
+        if requested is not None:
+            if requested <= latest["version"]:
+                raise CitadelError(
+                    f"{document_id}: version {requested} is not newer than the latest ({latest['version']})",
+                    code="stale_version",
+                )
+            return requested, False
+        return latest["version"] + 1, False
+
+    def manifest(self, tenant_id: str, document_id: str, version: int) -> list[str]:
+        rows = self._query(
+            "SELECT chunk_id FROM chunk_manifests WHERE tenant_id=? AND document_id=? AND version=?"
+            " ORDER BY chunk_id",
+            (tenant_id, document_id, version),
+        )
+        return [r["chunk_id"] for r in rows]
+
+    # -------------------------------------------------------------- publishing
+    def published_segment(self, tenant_id: str) -> str | None:
+        rows = self._query("SELECT segment_id FROM partitions WHERE tenant_id=?", (tenant_id,))
+        return rows[0]["segment_id"] if rows else None
+
+    def publish(
+        self, tenant_id: str, segment_id: str, tier: str, staged: list[StagedVersion], job_id: str
+    ) -> None:
+        """The atomic pointer switch: new versions, superseded ones, ACLs and the segment pointer."""
+        now = time.time()
+        with self._tx() as db:
+            for item in staged:
+                self._publish_version(db, item, segment_id, job_id, now)
+            db.execute(
+                """INSERT INTO partitions (tenant_id, segment_id, tier, generation, published_at)
+                   VALUES (?, ?, ?, 1, ?)
+                   ON CONFLICT(tenant_id) DO UPDATE SET segment_id=excluded.segment_id,
+                       tier=excluded.tier, generation=partitions.generation + 1,
+                       published_at=excluded.published_at""",
+                (tenant_id, segment_id, tier, now),
+            )
+            self._audit(db, "ingest", "publish", tenant_id, segment_id,
+                        {"job_id": job_id, "documents": [s.meta.document_id for s in staged]})
+
+    def _publish_version(
+        self, db: sqlite3.Connection, item: StagedVersion, segment_id: str, job_id: str, now: float
+    ) -> None:
+        meta = item.meta
+        key = (meta.tenant_id, meta.document_id)
+        db.execute(
+            "UPDATE document_versions SET status='superseded' WHERE tenant_id=? AND document_id=?"
+            " AND status='published'",
+            key,
+        )
+        db.execute(
+            """INSERT INTO document_versions (tenant_id, document_id, version, status, content_hash,
+                   chunk_count, segment_id, job_id, created_at)
+               VALUES (?, ?, ?, 'published', ?, ?, ?, ?, ?)""",
+            (*key, item.version, item.content_hash, len(item.chunk_ids), segment_id, job_id, now),
+        )
+        db.executemany(
+            "INSERT INTO chunk_manifests (tenant_id, document_id, version, chunk_id, content_hash)"
+            " VALUES (?, ?, ?, ?, ?)",
+            [(*key, item.version, cid, h) for cid, h in zip(item.chunk_ids, item.chunk_hashes)],
+        )
+        db.execute(
+            """INSERT INTO documents (tenant_id, document_id, title, source, owner, visibility,
+                   effective_date, supersedes, status, published_version, updated_at)
+               VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'published', ?, ?)
+               ON CONFLICT(tenant_id, document_id) DO UPDATE SET title=excluded.title,
+                   source=excluded.source, owner=excluded.owner, visibility=excluded.visibility,
+                   effective_date=excluded.effective_date, supersedes=excluded.supersedes,
+                   status='published', published_version=excluded.published_version,
+                   updated_at=excluded.updated_at""",
+            (*key, meta.title or meta.document_id, meta.source, meta.owner, meta.visibility,
+             meta.effective_date, meta.supersedes, item.version, now),
+        )
+        self._replace_groups(db, meta.tenant_id, meta.document_id, list(meta.groups))
+        if meta.supersedes:
+            # A document that names its predecessor retires it in the same transaction.
+            db.execute(
+                "UPDATE documents SET status='superseded', updated_at=? WHERE tenant_id=? AND document_id=?"
+                " AND status='published'",
+                (now, meta.tenant_id, meta.supersedes),
+            )
+
+    def _replace_groups(self, db: sqlite3.Connection, tenant_id: str, document_id: str,
+                        groups: list[str]) -> bool:
+        current = {r[0] for r in db.execute(
+            "SELECT group_name FROM document_acl WHERE tenant_id=? AND document_id=?", (tenant_id, document_id))}
+        wanted = set(groups)
+        if current == wanted:
+            return False
+        db.execute("DELETE FROM document_acl WHERE tenant_id=? AND document_id=?", (tenant_id, document_id))
+        db.executemany(
+            "INSERT INTO document_acl (tenant_id, document_id, group_name) VALUES (?, ?, ?)",
+            [(tenant_id, document_id, g) for g in sorted(wanted)],
+        )
+        db.execute(
+            "UPDATE documents SET acl_version = acl_version + 1 WHERE tenant_id=? AND document_id=?",
+            (tenant_id, document_id),
+        )
+        return True
+
+    # ------------------------------------------------------------- permissions
+    def readable_documents(self, principal: Principal) -> dict[str, ReadableDoc]:
+        """Every document version this principal may read now: published, current, ACL-permitted."""
+        groups = sorted(principal.groups)
+        placeholders = ",".join("?" * len(groups)) or "NULL"
+        rows = self._query(
+            f"""SELECT d.document_id, d.published_version, d.title, d.source FROM documents d
+                WHERE d.tenant_id = ? AND d.status = ? AND d.published_version IS NOT NULL
+                  AND (d.visibility = ? OR EXISTS (
+                       SELECT 1 FROM document_acl a WHERE a.tenant_id = d.tenant_id
+                         AND a.document_id = d.document_id AND a.group_name IN ({placeholders})))""",
+            (principal.tenant_id, READABLE_STATUS, TENANT_WIDE, *groups),
+        )
+        return {
+            r["document_id"]: ReadableDoc(r["document_id"], r["published_version"], r["title"], r["source"])
+            for r in rows
+        }
+
+    def set_acl(self, tenant_id: str, document_id: str, groups: list[str], actor: str) -> int:
+        with self._tx() as db:
+            row = db.execute(
+                "SELECT acl_version FROM documents WHERE tenant_id=? AND document_id=?", (tenant_id, document_id)
+            ).fetchone()
+            if row is None:
+                raise NotFound(f"no document {document_id!r} in tenant {tenant_id!r}")
+            visibility = TENANT_WIDE if "*" in groups else "groups"
+            db.execute("UPDATE documents SET visibility=?, updated_at=? WHERE tenant_id=? AND document_id=?",
+                       (visibility, time.time(), tenant_id, document_id))
+            self._replace_groups(db, tenant_id, document_id, [g for g in groups if g != "*"])
+            version = db.execute(
+                "SELECT acl_version FROM documents WHERE tenant_id=? AND document_id=?", (tenant_id, document_id)
+            ).fetchone()[0]
+            self._audit(db, actor, "acl_set", tenant_id, document_id, {"groups": groups, "acl_version": version})
+            return version
+
+    def withdraw(self, tenant_id: str, document_id: str, actor: str) -> None:
+        with self._tx() as db:
+            cursor = db.execute(
+                "UPDATE documents SET status='withdrawn', updated_at=? WHERE tenant_id=? AND document_id=?",
+                (time.time(), tenant_id, document_id),
+            )
+            if cursor.rowcount == 0:
+                raise NotFound(f"no document {document_id!r} in tenant {tenant_id!r}")
+            db.execute(
+                "UPDATE document_versions SET status='withdrawn' WHERE tenant_id=? AND document_id=?"
+                " AND status='published'",
+                (tenant_id, document_id),
+            )
+            self._audit(db, actor, "withdraw", tenant_id, document_id, {})
+
+    # ------------------------------------------------------ jobs, dead letters
+    def create_job(self, tenant_id: str, kind: str) -> str:
+        job_id = uuid.uuid4().hex[:16]
+        with self._tx() as db:
+            db.execute(
+                "INSERT INTO jobs (job_id, tenant_id, kind, status, created_at) VALUES (?, ?, ?, 'running', ?)",
+                (job_id, tenant_id, kind, time.time()),
+            )
+        return job_id
+
+    def finish_job(self, job_id: str, status: str, report: dict[str, Any]) -> None:
+        with self._tx() as db:
+            db.execute("UPDATE jobs SET status=?, finished_at=?, report=? WHERE job_id=?",
+                       (status, time.time(), json.dumps(report), job_id))
+
+    def get_job(self, job_id: str) -> dict[str, Any] | None:
+        rows = self._query("SELECT * FROM jobs WHERE job_id=?", (job_id,))
+        if not rows:
+            return None
+        job = dict(rows[0])
+        job["report"] = json.loads(job["report"]) if job["report"] else None
+        return job
+
+    def add_dead_letter(self, job_id: str, tenant_id: str, source: str, code: str, reason: str,
+                        meta: dict[str, Any]) -> int:
+        with self._tx() as db:
+            cursor = db.execute(
+                "INSERT INTO dead_letters (job_id, tenant_id, source, code, reason, meta, created_at)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?)",
+                (job_id, tenant_id, source, code, reason, json.dumps(meta), time.time()),
+            )
+            return int(cursor.lastrowid)
+
+    def dead_letters(self, tenant_id: str | None = None, include_retried: bool = False) -> list[dict[str, Any]]:
+        sql = "SELECT * FROM dead_letters WHERE 1=1"
+        args: tuple = ()
+        if tenant_id is not None:
+            sql += " AND tenant_id=?"
+            args = (tenant_id,)
+        if not include_retried:
+            sql += " AND retried_at IS NULL"
+        rows = self._query(sql + " ORDER BY id", args)
+        return [{**dict(r), "meta": json.loads(r["meta"])} for r in rows]
+
+    def mark_dead_letter_retried(self, dead_letter_id: int) -> None:
+        with self._tx() as db:
+            db.execute("UPDATE dead_letters SET retried_at=? WHERE id=?", (time.time(), dead_letter_id))
+
+    # ------------------------------------------------------------------ audit
+    def _audit(self, db: sqlite3.Connection, actor: str, action: str, tenant_id: str, target: str,
+               detail: dict[str, Any]) -> None:
+        db.execute(
+            "INSERT INTO audit_log (ts, actor, action, tenant_id, target, detail) VALUES (?, ?, ?, ?, ?, ?)",
+            (time.time(), actor, action, tenant_id, target, json.dumps(detail)),
+        )
+
+    def audit(self, actor: str, action: str, tenant_id: str, target: str, detail: dict[str, Any]) -> None:
+        with self._tx() as db:
+            self._audit(db, actor, action, tenant_id, target, detail)
+
+    def audit_log(self, tenant_id: str | None = None) -> list[dict[str, Any]]:
+        if tenant_id is None:
+            rows = self._query("SELECT * FROM audit_log ORDER BY id")
+        else:
+            rows = self._query("SELECT * FROM audit_log WHERE tenant_id=? ORDER BY id", (tenant_id,))
+        return [{**dict(r), "detail": json.loads(r["detail"])} for r in rows]
+
+    # ------------------------------------------------------------- answer log
+    def log_answer(self, request_id: str, tenant_id: str, user_id: str, question: str,
+                   response: dict[str, Any]) -> None:
+        with self._tx() as db:
+            db.execute(
+                "INSERT OR REPLACE INTO answer_log (request_id, ts, tenant_id, user_id, question, response)"
+                " VALUES (?, ?, ?, ?, ?, ?)",
+                (request_id, time.time(), tenant_id, user_id, question, json.dumps(response)),
+            )
+
+    def purge_answers(self, older_than_s: float) -> int:
+        with self._tx() as db:
+            return db.execute("DELETE FROM answer_log WHERE ts < ?", (time.time() - older_than_s,)).rowcount

@@ -1,0 +1,181 @@
+"""`citadel` commands (DESIGN.md §9)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Optional
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from citadel.cli.runtime import Runtime, make_progress
+
+app = typer.Typer(help="Citadel: multi-tenant, ACL-safe retrieval and cited answers.", no_args_is_help=True)
+acl_app = typer.Typer(help="Document ACLs.", no_args_is_help=True)
+app.add_typer(acl_app, name="acl")
+console = Console(stderr=True)
+
+ConfigOption = typer.Option(None, "--config", help="YAML config file (else CITADEL_CONFIG, then defaults).")
+
+
+def _groups(value: str | None) -> list[str]:
+    return [g.strip() for g in (value or "").split(",") if g.strip()]
+
+
+def _fail(message: str, code: int = 2) -> None:
+    console.print(f"[red]error:[/red] {message}")
+    raise typer.Exit(code)
+
+
+@app.command()
+def ingest(
+    paths: list[Path] = typer.Argument(None, help="Files or directories to ingest."),
+    tenant: str = typer.Option(..., "--tenant", help="Tenant id."),
+    groups: Optional[str] = typer.Option(None, "--groups", help="Comma-separated groups allowed to read ('*' = whole tenant)."),
+    acl: Optional[Path] = typer.Option(None, "--acl", help="YAML ACL file: default + per-document groups."),
+    retry_dead_letters: bool = typer.Option(False, "--retry-dead-letters", help="Replay this tenant's dead letters."),
+    as_json: bool = typer.Option(False, "--json", help="Print the job report as JSON."),
+    config: Optional[Path] = ConfigOption,
+) -> None:
+    """Parse, chunk, embed and publish documents into the tenant's partition (in-process)."""
+    from citadel.ingestion import AclSpec, discover
+
+    runtime = Runtime(config_path=config)
+    update, context = make_progress()
+    ingestor = runtime.ingestor(progress=update)
+    if retry_dead_letters:
+        with context:
+            report = ingestor.retry_dead_letters(tenant)
+        if report is None:
+            console.print("no dead letters to retry")
+            return
+    else:
+        if not paths:
+            _fail("give files or directories to ingest (or --retry-dead-letters)")
+        if (groups is None) == (acl is None):
+            _fail("give exactly one of --groups or --acl")
+        spec = AclSpec.from_file(acl) if acl else AclSpec.from_groups(_groups(groups))
+        files = discover(paths)
+        if not files:
+            _fail("no ingestible files (.md, .pdf, .txt) found")
+        with context:
+            report = ingestor.ingest(tenant, files, spec)
+    _print_report(report.to_dict(), as_json)
+
+
+def _print_report(report: dict, as_json: bool) -> None:
+    if as_json:
+        print(json.dumps(report, indent=1))
+        return
+    for item in report["files"]:
+        if item["status"] == "failed":
+            console.print(f"[red]failed[/red] {item['source']}: [{item['code']}] {item['reason']}")
+    summary = {k: report[k] for k in ("job_id", "tenant_id", "status", "documents", "published", "unchanged",
+                                      "failed", "chunks", "partition_chunks", "tier", "chunks_per_s")}
+    print(json.dumps({**summary, "seconds": report["seconds"]}))
+
+
+@app.command()
+def retrieve(
+    question: str = typer.Argument(..., help="The question or search text."),
+    tenant: str = typer.Option(..., "--tenant"),
+    user: str = typer.Option(..., "--user"),
+    groups: str = typer.Option("", "--groups", help="Comma-separated groups of the user."),
+    top_k: int = typer.Option(8, "--top-k", min=1, max=50),
+    as_json: bool = typer.Option(False, "--json"),
+    config: Optional[Path] = ConfigOption,
+) -> None:
+    """ACL-scoped hybrid retrieval for one principal."""
+    from citadel.types import Principal
+
+    runtime = Runtime(config_path=config)
+    principal = Principal(tenant, user, frozenset(_groups(groups)))
+    result = runtime.retriever.retrieve(principal, question, top_k=top_k)
+    if as_json:
+        print(json.dumps(result.to_dict(), indent=1))
+        return
+    table = Table(title=f"{len(result.passages)} passages (plan: {result.plan})")
+    for column in ("#", "document", "v", "heading", "page", "score", "text"):
+        table.add_column(column)
+    for rank, p in enumerate(result.passages, start=1):
+        table.add_row(str(rank), p.document_id, str(p.version), p.heading, str(p.page or ""),
+                      f"{p.score:.4f}", p.text[:120].replace("\n", " "))
+    Console().print(table)
+
+
+@app.command()
+def withdraw(
+    tenant: str = typer.Option(..., "--tenant"),
+    doc: str = typer.Option(..., "--doc", help="Document id."),
+    config: Optional[Path] = ConfigOption,
+) -> None:
+    """Withdraw a document: it stops being returned on the next query."""
+    from citadel.errors import NotFound
+
+    try:
+        Runtime(config_path=config).catalog.withdraw(tenant, doc, actor="cli")
+    except NotFound as error:
+        _fail(str(error))
+    print(json.dumps({"tenant_id": tenant, "document_id": doc, "status": "withdrawn"}))
+
+
+@acl_app.command("set")
+def acl_set(
+    tenant: str = typer.Option(..., "--tenant"),
+    doc: str = typer.Option(..., "--doc"),
+    groups: str = typer.Option(..., "--groups", help="Comma-separated groups ('*' = whole tenant)."),
+    config: Optional[Path] = ConfigOption,
+) -> None:
+    """Replace a document's ACL groups; effective on the next query, no re-indexing."""
+    from citadel.errors import NotFound
+
+    try:
+        version = Runtime(config_path=config).catalog.set_acl(tenant, doc, _groups(groups), actor="cli")
+    except NotFound as error:
+        _fail(str(error))
+    print(json.dumps({"tenant_id": tenant, "document_id": doc, "groups": _groups(groups), "acl_version": version}))
+
+
+@app.command()
+def tenants(as_json: bool = typer.Option(False, "--json"), config: Optional[Path] = ConfigOption) -> None:
+    """List tenants with their published segment, tier and counts."""
+    rows = Runtime(config_path=config).catalog.list_tenants()
+    if as_json:
+        print(json.dumps(rows, indent=1))
+        return
+    table = Table(title="tenants")
+    for column in ("tenant", "tier", "documents", "chunks", "segment"):
+        table.add_column(column)
+    for row in rows:
+        table.add_row(row["tenant_id"], str(row["tier"]), str(row["published_documents"]),
+                      str(row["published_chunks"]), str(row["segment_id"]))
+    Console().print(table)
+
+
+@app.command("dead-letters")
+def dead_letters(tenant: Optional[str] = typer.Option(None, "--tenant"), config: Optional[Path] = ConfigOption) -> None:
+    """List dead letters not yet retried."""
+    print(json.dumps(Runtime(config_path=config).catalog.dead_letters(tenant), indent=1))
+
+
+def _mount_optional() -> None:
+    """Sub-apps from other packages, mounted lazily so a missing one never breaks the core CLI."""
+    try:
+        from capacity.cli import app as capacity_app
+    except ImportError:
+        return
+    app.add_typer(capacity_app, name="capacity", help="Capacity planner and simulator.")
+
+
+_mount_optional()
+
+
+def main() -> None:
+    app()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""Embedders: the real offline MiniLM model and a deterministic fake for tests."""

@@ -1,0 +1,1 @@
+"""Index adapters: exact (numpy), HNSW (faiss), DiskANN (diskannpy), BM25 (tantivy)."""

@@ -1,0 +1,241 @@
+"""Per-tenant partitions: immutable segments on disk, built, verified, then published.
+
+A segment directory holds `chunks.parquet` (one row per chunk; the row number is the id every index
+uses), `vectors.npy`, `vector/` (the ANN index for hot/cold tiers; tiny tenants have none and are
+searched exactly), `bm25/` (tantivy) and `manifest.json` (model id, dims, counts, checksums).
+Segments are written under a temporary name and renamed when complete, so a crash never leaves a
+partial segment that a pointer could name; the catalog's pointer switch publishes them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import time
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from citadel.config import IndexConfig
+from citadel.errors import VerificationFailed
+from citadel.index.base import VectorIndex
+from citadel.index.bm25 import BM25Index
+from citadel.index.exact import ExactIndex
+from citadel.index.factory import load_vector_index, make_vector_index
+from citadel.types import Chunk
+
+MANIFEST = "manifest.json"
+CHUNKS = "chunks.parquet"
+VECTORS = "vectors.npy"
+VECTOR_DIR = "vector"
+BM25_DIR = "bm25"
+TMP_PREFIX = ".tmp-"
+TIER_BACKEND = {"tiny": "exact", "hot": "hnsw", "cold": "diskann"}
+CHECKSUM_BLOCK = 1 << 20
+
+CHUNK_SCHEMA = pa.schema(
+    [
+        ("chunk_id", pa.string()),
+        ("document_id", pa.string()),
+        ("version", pa.int32()),
+        ("ordinal", pa.int32()),
+        ("title", pa.string()),
+        ("heading", pa.string()),
+        ("page", pa.int32()),
+        ("text", pa.string()),
+        ("context_header", pa.string()),
+        ("content_hash", pa.string()),
+        ("source", pa.string()),
+        ("section_index", pa.int32()),
+    ]
+)
+
+
+def choose_tier(tenant_id: str, chunk_count: int, config: IndexConfig) -> str:
+    """tiny → exact, hot → HNSW, cold → DiskANN, by size unless overridden per tenant."""
+    if tenant_id in config.tier_overrides:
+        return config.tier_overrides[tenant_id]
+    if chunk_count <= config.tiny_max_chunks:
+        return "tiny"
+    return "hot" if chunk_count <= config.hot_max_chunks else "cold"
+
+
+def file_sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(CHECKSUM_BLOCK), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def chunks_to_table(chunks: Sequence[Chunk]) -> pa.Table:
+    return pa.Table.from_pydict(
+        {
+            "chunk_id": [c.chunk_id for c in chunks],
+            "document_id": [c.document_id for c in chunks],
+            "version": [c.version for c in chunks],
+            "ordinal": [c.ordinal for c in chunks],
+            "title": [c.title for c in chunks],
+            "heading": [c.heading for c in chunks],
+            "page": [c.page for c in chunks],
+            "text": [c.text for c in chunks],
+            "context_header": [c.context_header for c in chunks],
+            "content_hash": [c.content_hash for c in chunks],
+            "source": [c.source for c in chunks],
+            "section_index": [c.section_index for c in chunks],
+        },
+        schema=CHUNK_SCHEMA,
+    )
+
+
+@dataclass(frozen=True)
+class SegmentSpec:
+    tenant_id: str
+    tier: str
+    model_id: str
+    dim: int
+
+
+def _index_params(backend: str, config: IndexConfig) -> dict:
+    if backend == "hnsw":
+        return {"m": config.hnsw_m, "ef_construction": config.hnsw_ef_construction,
+                "ef_search": config.hnsw_ef_search, "storage": config.hnsw_storage}
+    return {}
+
+
+def build_segment(root: Path, spec: SegmentSpec, table: pa.Table, vectors: np.ndarray,
+                  config: IndexConfig) -> Path:
+    """Write a complete segment under `root` and return its final directory."""
+    if table.num_rows != len(vectors):
+        raise VerificationFailed(f"{table.num_rows} chunks but {len(vectors)} vectors")
+    segment_id = f"{time.strftime('%Y%m%dT%H%M%S')}-{uuid.uuid4().hex[:8]}"
+    tmp = root / f"{TMP_PREFIX}{segment_id}"
+    tmp.mkdir(parents=True)
+    try:
+        _write_segment_files(tmp, spec, table, vectors, config)
+        final = root / segment_id
+        os.replace(tmp, final)
+        return final
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+
+
+def _write_segment_files(directory: Path, spec: SegmentSpec, table: pa.Table, vectors: np.ndarray,
+                         config: IndexConfig) -> None:
+    pq.write_table(table, directory / CHUNKS)
+    np.save(directory / VECTORS, np.ascontiguousarray(vectors, dtype=np.float32))
+    ids = np.arange(table.num_rows, dtype=np.int64)
+    backend = TIER_BACKEND[spec.tier]
+    if backend != "exact" and table.num_rows:
+        index = make_vector_index(backend, spec.dim, **_index_params(backend, config))
+        index.add(vectors, ids)
+        index.save(directory / VECTOR_DIR)
+    bm25 = BM25Index()
+    bm25.add(_bm25_texts(table), ids)
+    bm25.save(directory / BM25_DIR)
+    documents = sorted(set(zip(table.column("document_id").to_pylist(), table.column("version").to_pylist())))
+    manifest = {
+        "tenant_id": spec.tenant_id,
+        "tier": spec.tier,
+        "backend": backend,
+        "model_id": spec.model_id,
+        "dim": spec.dim,
+        "chunks": table.num_rows,
+        "documents": [{"document_id": d, "version": v} for d, v in documents],
+        "checksums": {name: file_sha256(directory / name) for name in (CHUNKS, VECTORS)},
+        "created_at": time.time(),
+    }
+    (directory / MANIFEST).write_text(json.dumps(manifest, indent=1))
+
+
+def _bm25_texts(table: pa.Table) -> list[str]:
+    """BM25 sees the heading path and title too, like the embedder sees the context header."""
+    headers = table.column("context_header").to_pylist()
+    texts = table.column("text").to_pylist()
+    return [f"{h}\n{t}" for h, t in zip(headers, texts)]
+
+
+class Partition:
+    """A loaded, read-only segment: the chunk table, vectors, the ANN index and BM25."""
+
+    def __init__(self, directory: Path):
+        self.directory = Path(directory)
+        self.segment_id = self.directory.name
+        self.manifest = json.loads((self.directory / MANIFEST).read_text())
+        self.table = pq.read_table(self.directory / CHUNKS)
+        self.vectors = np.load(self.directory / VECTORS, mmap_mode="r")
+        self.exact = ExactIndex(self.manifest["dim"])
+        if len(self.table):
+            self.exact.add(np.asarray(self.vectors), np.arange(len(self.table), dtype=np.int64))
+        vector_dir = self.directory / VECTOR_DIR
+        self.ann: VectorIndex | None = load_vector_index(vector_dir) if vector_dir.exists() else None
+        self.bm25 = BM25Index.load(self.directory / BM25_DIR)
+        self._rows_by_version = self._group_rows()
+        self._columns = {name: self.table.column(name).to_pylist() for name in self.table.column_names}
+
+    def __len__(self) -> int:
+        return self.table.num_rows
+
+    @property
+    def tier(self) -> str:
+        return self.manifest["tier"]
+
+    def _group_rows(self) -> dict[tuple[str, int], np.ndarray]:
+        documents = self.table.column("document_id").to_numpy(zero_copy_only=False)
+        versions = self.table.column("version").to_numpy()
+        groups: dict[tuple[str, int], list[int]] = {}
+        for row, key in enumerate(zip(documents.tolist(), versions.tolist())):
+            groups.setdefault(key, []).append(row)
+        return {key: np.asarray(rows, dtype=np.int64) for key, rows in groups.items()}
+
+    def rows_for(self, versions: dict[str, int]) -> np.ndarray:
+        """Sorted row ids of exactly these document versions (the readable set)."""
+        parts = [self._rows_by_version[key] for key in versions.items() if key in self._rows_by_version]
+        if not parts:
+            return np.zeros(0, dtype=np.int64)
+        return np.sort(np.concatenate(parts))
+
+    def row(self, row_id: int) -> dict:
+        return {name: values[row_id] for name, values in self._columns.items()}
+
+    def chunk_text_for_bm25(self, row_id: int) -> str:
+        return f"{self._columns['context_header'][row_id]}\n{self._columns['text'][row_id]}"
+
+
+def verify_segment(directory: Path, expected_rows: int, probe_rows: Sequence[int]) -> Partition:
+    """Pre-publish checks: counts, checksums, and that known chunks are found by both legs."""
+    partition = Partition(directory)
+    manifest = partition.manifest
+    if len(partition) != expected_rows or manifest["chunks"] != expected_rows:
+        raise VerificationFailed(f"segment has {len(partition)} rows, expected {expected_rows}")
+    for name, digest in manifest["checksums"].items():
+        if file_sha256(directory / name) != digest:
+            raise VerificationFailed(f"checksum mismatch for {name}")
+    for row in probe_rows:
+        _probe_vector(partition, row)
+    return partition
+
+
+def _probe_vector(partition: Partition, row: int) -> None:
+    index = partition.ann or partition.exact
+    query = np.asarray(partition.vectors[row : row + 1], dtype=np.float32)
+    _, ids = index.search(query, 10)
+    if row not in ids[0].tolist():
+        raise VerificationFailed(f"probe: chunk row {row} not found by its own vector")
+
+
+def prune_segments(root: Path, keep: set[str]) -> None:
+    """Delete segments no pointer names any more, and leftovers of crashed builds."""
+    if not root.exists():
+        return
+    for path in root.iterdir():
+        if path.is_dir() and path.name not in keep:
+            shutil.rmtree(path, ignore_errors=True)

@@ -1,0 +1,41 @@
+"""Loaded partitions, keyed by the catalog's published pointer, with a small LRU."""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from pathlib import Path
+
+from citadel.catalog.base import Catalog
+from citadel.partition import Partition
+
+
+class PartitionCache:
+    def __init__(self, catalog: Catalog, partitions_dir: Path, capacity: int = 16):
+        self._catalog = catalog
+        self._root = Path(partitions_dir)
+        self._capacity = capacity
+        self._loaded: OrderedDict[tuple[str, str], Partition] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, tenant_id: str) -> Partition | None:
+        """The partition the pointer names now (a new pointer loads the new segment)."""
+        segment_id = self._catalog.published_segment(tenant_id)
+        if segment_id is None:
+            return None
+        key = (tenant_id, segment_id)
+        with self._lock:
+            if key in self._loaded:
+                self._loaded.move_to_end(key)
+                return self._loaded[key]
+        partition = Partition(self._root / tenant_id / segment_id)
+        with self._lock:
+            self._loaded[key] = partition
+            self._evict_stale(tenant_id, segment_id)
+            while len(self._loaded) > self._capacity:
+                self._loaded.popitem(last=False)
+        return partition
+
+    def _evict_stale(self, tenant_id: str, current: str) -> None:
+        for key in [k for k in self._loaded if k[0] == tenant_id and k[1] != current]:
+            del self._loaded[key]

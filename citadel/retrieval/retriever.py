@@ -1,0 +1,153 @@
+"""ACL-scoped hybrid retrieval (DESIGN.md §4 steps 4-5).
+
+The readable set comes from the catalog for the verified principal, before any similarity: both
+legs search only inside it. Small readable sets are searched exactly over just their vectors; large
+ones go to the ANN index with the filter inside the graph and efSearch raised for selectivity.
+Every passage is re-checked live against the catalog just before it is returned.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from citadel.catalog.base import Catalog
+from citadel.config import RetrievalConfig, IndexConfig
+from citadel.embedding.base import Embedder
+from citadel.index.hnsw import ef_for_selectivity
+from citadel.partition import Partition
+from citadel.retrieval.fusion import cap_per_document, reciprocal_rank_fusion
+from citadel.retrieval.partitions import PartitionCache
+from citadel.types import Passage, Principal
+
+
+@dataclass
+class RetrievalResult:
+    request_id: str
+    plan: str
+    passages: list[Passage]
+    degraded: list[str] = field(default_factory=list)
+    timings_ms: dict[str, float] = field(default_factory=dict)
+    readable_chunks: int = 0
+
+    def to_dict(self) -> dict:
+        return {
+            "request_id": self.request_id,
+            "plan": self.plan,
+            "degraded": list(self.degraded),
+            "passages": [p.to_dict() for p in self.passages],
+        }
+
+
+@dataclass(frozen=True)
+class Candidates:
+    """Row ids from each leg, best first, all inside the readable set."""
+
+    vector: list[int]
+    keyword: list[int]
+
+
+class Retriever:
+    def __init__(self, catalog: Catalog, partitions: PartitionCache, embedder: Embedder | None,
+                 config: RetrievalConfig, index_config: IndexConfig):
+        self._catalog = catalog
+        self._partitions = partitions
+        self._embedder = embedder
+        self._config = config
+        self._index_config = index_config
+
+    def retrieve(self, principal: Principal, query: str, top_k: int | None = None,
+                 request_id: str | None = None) -> RetrievalResult:
+        request_id = request_id or uuid.uuid4().hex
+        top_k = min(top_k or self._config.top_k, self._config.max_top_k)
+        timings: dict[str, float] = {}
+        started = time.perf_counter()
+        readable = self._catalog.readable_documents(principal)
+        partition = self._partitions.get(principal.tenant_id)
+        timings["scope_ms"] = _ms_since(started)
+        if partition is None or not readable:
+            return RetrievalResult(request_id, "exact", [], timings_ms=timings)
+        allowed = partition.rows_for({d: r.version for d, r in readable.items()})
+        plan = self.plan(len(allowed), len(partition))
+        degraded: list[str] = []
+        candidates = self._candidates(partition, query, allowed, plan, degraded, timings)
+        fused = reciprocal_rank_fusion([candidates.vector, candidates.keyword], self._config.rrf_k)
+        capped = cap_per_document(fused, lambda row: partition.row(row)["document_id"],
+                                  self._config.max_chunks_per_document)
+        started = time.perf_counter()
+        passages = self._live_checked(principal, partition, capped, top_k)
+        timings["recheck_ms"] = _ms_since(started)
+        return RetrievalResult(request_id, plan, passages, degraded, timings, len(allowed))
+
+    def plan(self, readable_rows: int, partition_rows: int) -> str:
+        """exact when the readable set is small in absolute terms or as a share, else ann."""
+        small = readable_rows <= self._config.exact_max_readable
+        small_share = partition_rows > 0 and readable_rows / partition_rows <= self._config.exact_max_fraction
+        return "exact" if small or small_share else "ann"
+
+    def _candidates(self, partition: Partition, query: str, allowed: np.ndarray, plan: str,
+                    degraded: list[str], timings: dict[str, float]) -> Candidates:
+        k = self._config.candidates
+        vector_rows: list[int] = []
+        if self._embedder is None:
+            degraded.append("vector_leg_unavailable")
+        else:
+            started = time.perf_counter()
+            query_vector = self._embedder.embed_queries([query])
+            timings["embed_ms"] = _ms_since(started)
+            started = time.perf_counter()
+            vector_rows = self._vector_search(partition, query_vector, allowed, plan, k)
+            timings["vector_ms"] = _ms_since(started)
+        started = time.perf_counter()
+        _, keyword_ids = partition.bm25.search(query, k, allowed=allowed)
+        timings["bm25_ms"] = _ms_since(started)
+        return Candidates(vector_rows, [int(i) for i in keyword_ids if i >= 0])
+
+    def _vector_search(self, partition: Partition, query_vector: np.ndarray, allowed: np.ndarray,
+                       plan: str, k: int) -> list[int]:
+        if plan == "exact" or partition.ann is None:
+            _, ids = partition.exact.search(query_vector, k, allowed=allowed)
+        else:
+            fraction = len(allowed) / max(len(partition), 1)
+            ef = ef_for_selectivity(k, fraction, self._index_config.hnsw_ef_search,
+                                    self._index_config.hnsw_max_ef_search)
+            whole = len(allowed) == len(partition)
+            _, ids = partition.ann.search(query_vector, k, allowed=None if whole else allowed, ef_search=ef)
+        return [int(i) for i in ids[0] if i >= 0]
+
+    def _live_checked(self, principal: Principal, partition: Partition,
+                      ranked: list[tuple[int, float]], top_k: int) -> list[Passage]:
+        """Re-read permissions now: a passage whose document changed since the scope was computed
+        (revoked, withdrawn, superseded) is dropped, never returned."""
+        live = self._catalog.readable_documents(principal)
+        passages = []
+        for row_id, score in ranked:
+            row = partition.row(row_id)
+            current = live.get(row["document_id"])
+            if current is None or current.version != row["version"]:
+                continue
+            passages.append(_passage(row, score))
+            if len(passages) == top_k:
+                break
+        return passages
+
+
+def _passage(row: dict, score: float) -> Passage:
+    return Passage(
+        chunk_id=row["chunk_id"],
+        text=row["text"],
+        document_id=row["document_id"],
+        title=row["title"],
+        version=row["version"],
+        heading=row["heading"],
+        page=row["page"],
+        source=row["source"],
+        score=score,
+    )
+
+
+def _ms_since(started: float) -> float:
+    return round((time.perf_counter() - started) * 1000.0, 3)

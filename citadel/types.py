@@ -1,0 +1,138 @@
+"""Plain data types shared by every layer (DESIGN.md §3)."""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+from typing import Literal
+
+BlockKind = Literal["text", "table", "code"]
+DocStatus = Literal["draft", "published", "superseded", "archived", "withdrawn"]
+
+
+def content_hash(data: str | bytes) -> str:
+    """Stable sha256 hex digest used for documents and chunks."""
+    if isinstance(data, str):
+        data = data.encode("utf-8")
+    return hashlib.sha256(data).hexdigest()
+
+
+def make_chunk_id(tenant_id: str, document_id: str, version: int, ordinal: int) -> str:
+    """Stable chunk id `tenant:doc:vN:NNNN` (DESIGN.md §3)."""
+    return f"{tenant_id}:{document_id}:v{version}:{ordinal:04d}"
+
+
+@dataclass(frozen=True)
+class Block:
+    """One indivisible unit of a section: a paragraph, a whole table or a whole code block."""
+
+    kind: BlockKind
+    text: str
+
+
+@dataclass
+class Section:
+    """A run of blocks under one heading path, on one page (PDF) or with no page (Markdown/text)."""
+
+    heading_path: tuple[str, ...]
+    page: int | None
+    blocks: list[Block] = field(default_factory=list)
+
+
+@dataclass
+class ParsedDocument:
+    """What a parser returns: a title and located sections, in reading order."""
+
+    title: str
+    sections: list[Section]
+    source: str
+    format: Literal["markdown", "pdf", "text"]
+    metadata: dict = field(default_factory=dict)  # front matter (id, owner, version, groups...)
+
+
+@dataclass(frozen=True)
+class Chunk:
+    """An indexable piece of a document version. `page` is 1-based for PDFs, None otherwise."""
+
+    chunk_id: str
+    tenant_id: str
+    document_id: str
+    version: int
+    ordinal: int
+    title: str
+    heading_path: tuple[str, ...]
+    page: int | None
+    text: str
+    context_header: str
+    content_hash: str
+    source: str
+    section_index: int = 0
+
+    @property
+    def heading(self) -> str:
+        return " > ".join(self.heading_path)
+
+    @property
+    def embed_text(self) -> str:
+        """The text that is embedded: the context header then the chunk text."""
+        return f"{self.context_header}\n{self.text}"
+
+    @property
+    def has_location(self) -> bool:
+        return bool(self.heading_path) or self.page is not None
+
+
+@dataclass(frozen=True)
+class Principal:
+    """A verified caller: tenant, user and groups come from identity, never from a request body."""
+
+    tenant_id: str
+    user_id: str
+    groups: frozenset[str]
+
+    @property
+    def acl_signature(self) -> str:
+        return content_hash(self.tenant_id + "|" + ",".join(sorted(self.groups)))[:16]
+
+
+@dataclass(frozen=True)
+class DocumentMeta:
+    """Metadata supplied with a document at ingestion."""
+
+    tenant_id: str
+    document_id: str
+    title: str | None = None
+    source: str = ""
+    owner: str = ""
+    visibility: Literal["tenant", "groups"] = "groups"
+    effective_date: str | None = None
+    supersedes: str | None = None
+    groups: tuple[str, ...] = ()
+
+
+@dataclass
+class Passage:
+    """A retrieved, live-checked chunk ready to leave the server."""
+
+    chunk_id: str
+    text: str
+    document_id: str
+    title: str
+    version: int
+    heading: str
+    page: int | None
+    source: str
+    score: float
+
+    def to_dict(self) -> dict:
+        return {
+            "chunk_id": self.chunk_id,
+            "text": self.text,
+            "document_id": self.document_id,
+            "title": self.title,
+            "version": self.version,
+            "heading": self.heading,
+            "page": self.page,
+            "source": self.source,
+            "score": round(float(self.score), 6),
+        }

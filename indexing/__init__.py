@@ -1,0 +1,1 @@
+"""indexing package (see DESIGN.md §2)."""

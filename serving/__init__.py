@@ -1,0 +1,1 @@
+"""serving package (see DESIGN.md §2)."""
