@@ -24,7 +24,7 @@ test: $(STAMP) lint
 	$(PY) -m pytest -q -p no:cacheprovider
 
 demo: $(STAMP)
-	$(PY) -m citadel.demo
+	$(VENV)/bin/citadel demo
 
 bench-hnsw: $(STAMP)
 	$(PY) benchmarks/bench_hnsw.py

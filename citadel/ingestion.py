@@ -230,7 +230,8 @@ class Ingestor:
         try:
             data = self._read(source_file.path)
             parsed = parse_bytes(data, source_file.source, max_bytes=self._config.ingest.max_file_bytes)
-            meta = _document_meta(tenant_id, source_file, parsed.title, parsed.metadata, groups)
+            meta = _document_meta(tenant_id, source_file, parsed.title, parsed.metadata, acl)
+            groups = meta.groups
             if parsed.metadata.get("status", "published") not in ("published", "approved"):
                 return FileOutcome(source_file.source, meta.document_id, "skipped",
                                    code="not_approved", reason=f"status is {parsed.metadata.get('status')!r}")
@@ -345,13 +346,16 @@ class Ingestor:
 
 
 def _document_meta(tenant_id: str, source_file: SourceFile, title: str | None, front: dict[str, Any],
-                   groups: tuple[str, ...]) -> DocumentMeta:
-    front_groups = front.get("groups")
-    if front_groups:
-        groups = tuple(str(g) for g in (front_groups if isinstance(front_groups, list) else [front_groups]))
+                   acl: AclSpec) -> DocumentMeta:
+    """Front matter wins over the path-derived id; groups come from front matter, else the ACL spec."""
     document_id = str(front.get("id") or source_file.document_id)
     if ":" in document_id:
         raise CitadelError(f"document id {document_id!r} may not contain ':'", code="bad_metadata")
+    front_groups = front.get("groups")
+    if front_groups:
+        groups = tuple(str(g) for g in (front_groups if isinstance(front_groups, list) else [front_groups]))
+    else:
+        groups = acl.groups_for(document_id, source_file.source)
     visibility = "tenant" if TENANT_WIDE_GROUP in groups else "groups"
     return DocumentMeta(
         tenant_id=tenant_id,

@@ -197,8 +197,8 @@ class SQLiteCatalog:
         )
         db.execute(
             """INSERT INTO documents (tenant_id, document_id, title, source, owner, visibility,
-                   effective_date, supersedes, status, published_version, updated_at)
-               VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'published', ?, ?)
+                   effective_date, supersedes, status, published_version, acl_version, updated_at)
+               VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'published', ?, 0, ?)
                ON CONFLICT(tenant_id, document_id) DO UPDATE SET title=excluded.title,
                    source=excluded.source, owner=excluded.owner, visibility=excluded.visibility,
                    effective_date=excluded.effective_date, supersedes=excluded.supersedes,
@@ -207,7 +207,8 @@ class SQLiteCatalog:
             (*key, meta.title or meta.document_id, meta.source, meta.owner, meta.visibility,
              meta.effective_date, meta.supersedes, item.version, now),
         )
-        self._replace_groups(db, meta.tenant_id, meta.document_id, list(meta.groups))
+        # A new document starts at acl_version 0 and its first group set makes it 1.
+        self._replace_groups(db, meta.tenant_id, meta.document_id, list(meta.groups), force=True)
         if meta.supersedes:
             # A document that names its predecessor retires it in the same transaction.
             db.execute(
@@ -217,11 +218,11 @@ class SQLiteCatalog:
             )
 
     def _replace_groups(self, db: sqlite3.Connection, tenant_id: str, document_id: str,
-                        groups: list[str]) -> bool:
+                        groups: list[str], force: bool = False) -> bool:
         current = {r[0] for r in db.execute(
             "SELECT group_name FROM document_acl WHERE tenant_id=? AND document_id=?", (tenant_id, document_id))}
         wanted = set(groups)
-        if current == wanted:
+        if current == wanted and not force:
             return False
         db.execute("DELETE FROM document_acl WHERE tenant_id=? AND document_id=?", (tenant_id, document_id))
         db.executemany(

@@ -161,6 +161,14 @@ def dead_letters(tenant: Optional[str] = typer.Option(None, "--tenant"), config:
     print(json.dumps(Runtime(config_path=config).catalog.dead_letters(tenant), indent=1))
 
 
+@app.command()
+def demo() -> None:
+    """Ingest the fictional demo tenants in examples/ and show ACL-safe retrieval."""
+    from citadel.cli.demo import run_demo
+
+    run_demo()
+
+
 def _mount_optional() -> None:
     """Sub-apps from other packages, mounted lazily so a missing one never breaks the core CLI."""
     try:

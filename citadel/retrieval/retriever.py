@@ -65,15 +65,13 @@ class Retriever:
         top_k = min(top_k or self._config.top_k, self._config.max_top_k)
         timings: dict[str, float] = {}
         started = time.perf_counter()
-        readable = self._catalog.readable_documents(principal)
-        partition = self._partitions.get(principal.tenant_id)
+        partition, allowed = self.scope(principal)
         timings["scope_ms"] = _ms_since(started)
-        if partition is None or not readable:
+        if partition is None or not len(allowed):
             return RetrievalResult(request_id, "exact", [], timings_ms=timings)
-        allowed = partition.rows_for({d: r.version for d, r in readable.items()})
         plan = self.plan(len(allowed), len(partition))
         degraded: list[str] = []
-        candidates = self._candidates(partition, query, allowed, plan, degraded, timings)
+        candidates = self.legs(partition, query, allowed, plan, degraded, timings)
         fused = reciprocal_rank_fusion([candidates.vector, candidates.keyword], self._config.rrf_k)
         capped = cap_per_document(fused, lambda row: partition.row(row)["document_id"],
                                   self._config.max_chunks_per_document)
@@ -88,8 +86,17 @@ class Retriever:
         small_share = partition_rows > 0 and readable_rows / partition_rows <= self._config.exact_max_fraction
         return "exact" if small or small_share else "ann"
 
-    def _candidates(self, partition: Partition, query: str, allowed: np.ndarray, plan: str,
-                    degraded: list[str], timings: dict[str, float]) -> Candidates:
+    def scope(self, principal: Principal) -> tuple[Partition | None, np.ndarray]:
+        """The principal's partition and the row ids it may read (empty when none)."""
+        readable = self._catalog.readable_documents(principal)
+        partition = self._partitions.get(principal.tenant_id)
+        if partition is None or not readable:
+            return partition, np.zeros(0, dtype=np.int64)
+        return partition, partition.rows_for({d: r.version for d, r in readable.items()})
+
+    def legs(self, partition: Partition, query: str, allowed: np.ndarray, plan: str,
+             degraded: list[str], timings: dict[str, float]) -> Candidates:
+        """Both legs' candidates, each searched only inside `allowed`."""
         k = self._config.candidates
         vector_rows: list[int] = []
         if self._embedder is None:

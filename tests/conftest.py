@@ -1,0 +1,41 @@
+"""Shared fixtures: a Citadel home with the fake embedder, and the path to the shared data."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED_DATA = (REPO / ".." / "shared" / "data").resolve()
+
+
+def shared_data(*parts: str) -> Path:
+    """A path under ../shared/data, or skip the test with a clear message when it is absent."""
+    path = SHARED_DATA.joinpath(*parts)
+    if not path.exists():
+        pytest.skip(f"shared data not found at {path} (see ../shared/data/SOURCES.md)")
+    return path
+
+
+@pytest.fixture
+def make_runtime(tmp_path):
+    """Build a Runtime on a fresh home with the deterministic hash embedder and config overrides."""
+    from citadel.cli.runtime import Runtime
+    from citadel.config import load_config
+
+    runtimes = []
+
+    def build(**sections):
+        config = load_config(environ={"CITADEL_HOME": str(tmp_path / "home"), "CITADEL_EMBEDDING__BACKEND": "hash"})
+        for section, values in sections.items():
+            for key, value in values.items():
+                setattr(getattr(config, section), key, value)
+        runtime = Runtime(config=config)
+        runtimes.append(runtime)
+        return runtime
+
+    yield build
+    for runtime in runtimes:
+        if "catalog" in runtime.__dict__:
+            runtime.catalog.close()

@@ -1,0 +1,102 @@
+import pytest
+
+from citadel.catalog.base import StagedVersion
+from citadel.catalog.sqlite import SQLiteCatalog
+from citadel.errors import CitadelError, NotFound
+from citadel.types import DocumentMeta, Principal
+
+
+@pytest.fixture
+def catalog(tmp_path):
+    catalog = SQLiteCatalog(tmp_path / "catalog.sqlite")
+    catalog.ensure_tenant("acme")
+    yield catalog
+    catalog.close()
+
+
+def _stage(doc, version, groups=("staff",), supersedes=None, visibility="groups"):
+    meta = DocumentMeta("acme", doc, title=doc.title(), source=f"/docs/{doc}.md", groups=tuple(groups),
+                        supersedes=supersedes, visibility=visibility)
+    ids = tuple(f"acme:{doc}:v{version}:{i:04d}" for i in range(2))
+    return StagedVersion(meta, version, f"hash-{doc}-{version}", ids, ("h0", "h1"))
+
+
+STAFF = Principal("acme", "u1", frozenset({"staff"}))
+
+
+def test_publish_makes_documents_readable_by_group(catalog):
+    catalog.publish("acme", "seg1", "tiny", [_stage("travel", 1), _stage("exec", 1, groups=("exec",))], "job1")
+    assert set(catalog.readable_documents(STAFF)) == {"travel"}
+    assert set(catalog.readable_documents(Principal("acme", "b", frozenset({"exec"})))) == {"exec"}
+    assert catalog.readable_documents(Principal("other", "c", frozenset({"staff"}))) == {}
+    assert catalog.published_segment("acme") == "seg1"
+    assert catalog.manifest("acme", "travel", 1) == ["acme:travel:v1:0000", "acme:travel:v1:0001"]
+
+
+def test_new_version_supersedes_old(catalog):
+    catalog.publish("acme", "seg1", "tiny", [_stage("travel", 1)], "job1")
+    catalog.publish("acme", "seg2", "tiny", [_stage("travel", 2)], "job2")
+    assert catalog.readable_documents(STAFF)["travel"].version == 2
+    record = catalog.get_document("acme", "travel")
+    assert record.published_version == 2 and record.latest_version == 2
+
+
+def test_supersedes_field_retires_the_named_document(catalog):
+    catalog.publish("acme", "seg1", "tiny", [_stage("discount-2025", 1)], "job1")
+    catalog.publish("acme", "seg2", "tiny", [_stage("discount-2026", 1, supersedes="discount-2025")], "job2")
+    assert set(catalog.readable_documents(STAFF)) == {"discount-2026"}
+    assert catalog.get_document("acme", "discount-2025").status == "superseded"
+
+
+def test_tenant_wide_visibility(catalog):
+    catalog.publish("acme", "seg1", "tiny", [_stage("handbook", 1, groups=(), visibility="tenant")], "job1")
+    assert "handbook" in catalog.readable_documents(Principal("acme", "x", frozenset()))
+
+
+def test_acl_change_and_withdrawal_are_immediate(catalog):
+    catalog.publish("acme", "seg1", "tiny", [_stage("travel", 1)], "job1")
+    version = catalog.set_acl("acme", "travel", ["exec"], actor="admin")
+    assert version == 2
+    assert catalog.readable_documents(STAFF) == {}
+    catalog.set_acl("acme", "travel", ["staff"], actor="admin")
+    assert "travel" in catalog.readable_documents(STAFF)
+    catalog.withdraw("acme", "travel", actor="admin")
+    assert catalog.readable_documents(STAFF) == {}
+    actions = [entry["action"] for entry in catalog.audit_log("acme")]
+    assert actions == ["publish", "acl_set", "acl_set", "withdraw"]
+
+
+def test_unknown_document_raises_not_found(catalog):
+    with pytest.raises(NotFound):
+        catalog.withdraw("acme", "nope", actor="admin")
+    with pytest.raises(NotFound):
+        catalog.set_acl("acme", "nope", ["g"], actor="admin")
+
+
+def test_next_version_is_monotonic_and_idempotent(catalog):
+    assert catalog.next_version("acme", "travel", "hash-travel-1") == (1, False)
+    catalog.publish("acme", "seg1", "tiny", [_stage("travel", 1)], "job1")
+    assert catalog.next_version("acme", "travel", "hash-travel-1") == (1, True)
+    assert catalog.next_version("acme", "travel", "other") == (2, False)
+    assert catalog.next_version("acme", "travel", "other", requested=5) == (5, False)
+    with pytest.raises(CitadelError):
+        catalog.next_version("acme", "travel", "other", requested=1)
+
+
+def test_failed_publish_leaves_nothing_visible(catalog):
+    catalog.publish("acme", "seg1", "tiny", [_stage("travel", 1)], "job1")
+    broken = _stage("travel", 1)  # duplicate version: the insert fails inside the transaction
+    with pytest.raises(Exception):
+        catalog.publish("acme", "seg2", "tiny", [_stage("expenses", 1), broken], "job2")
+    assert catalog.published_segment("acme") == "seg1"
+    assert set(catalog.readable_documents(STAFF)) == {"travel"}
+
+
+def test_jobs_and_dead_letters(catalog):
+    job = catalog.create_job("acme", "ingest")
+    letter = catalog.add_dead_letter(job, "acme", "/x.pdf", "parse_error", "not a PDF", {"document_id": "x"})
+    assert [d["id"] for d in catalog.dead_letters("acme")] == [letter]
+    catalog.mark_dead_letter_retried(letter)
+    assert catalog.dead_letters("acme") == []
+    catalog.finish_job(job, "partial", {"failed": 1})
+    assert catalog.get_job(job)["report"] == {"failed": 1}
