@@ -123,6 +123,7 @@ class Passage:
     page: int | None
     source: str
     score: float
+    section_index: int = 0  # for parent-section expansion; not part of the public JSON
 
     def to_dict(self) -> dict:
         return {

@@ -39,9 +39,9 @@ def generate_pdf(path: Path) -> Path:
     for heading, body in PDF_PAGES:
         pdf.add_page()
         pdf.set_font("Helvetica", "B", 16)
-        pdf.multi_cell(0, 10, heading)
+        pdf.multi_cell(0, 10, heading, new_x="LMARGIN", new_y="NEXT")
         pdf.set_font("Helvetica", size=12)
-        pdf.multi_cell(0, 7, body)
+        pdf.multi_cell(0, 7, body, new_x="LMARGIN", new_y="NEXT")
     path.parent.mkdir(parents=True, exist_ok=True)
     pdf.output(str(path))
     return path

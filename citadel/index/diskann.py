@@ -226,7 +226,7 @@ class DiskANNIndex:
         complexity = self.search_complexity if ef_search is None else int(ef_search)
         if allowed is None:
             return self._ann_search(query_matrix, k, complexity)
-        positions = np.sort(self._id_map.to_internal(as_allowed(allowed)))
+        positions = self._id_map.to_internal(as_allowed(allowed))
         if positions.size == 0:
             return padded_empty(query_matrix.shape[0], k)
         if positions.size <= self.exact_rescore_max_allowed:

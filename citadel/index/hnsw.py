@@ -164,7 +164,7 @@ class HNSWIndex:
             params = faiss.SearchParametersHNSW(efSearch=ef)
             scores, positions = self._index.search(query_matrix, k, params=params)
             return self._finish(scores, positions)
-        allowed_positions = np.sort(self._id_map.to_internal(as_allowed(allowed)))
+        allowed_positions = self._id_map.to_internal(as_allowed(allowed))
         if allowed_positions.size == 0:
             return padded_empty(query_matrix.shape[0], k)
         if allowed_positions.size <= self.exact_max_allowed:

@@ -153,6 +153,7 @@ def _passage(row: dict, score: float) -> Passage:
         page=row["page"],
         source=row["source"],
         score=score,
+        section_index=row["section_index"],
     )
 
 
