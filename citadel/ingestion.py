@@ -38,7 +38,7 @@ from citadel.partition import (
     prune_segments,
     verify_segment,
 )
-from citadel.types import Chunk, DocumentMeta, content_hash
+from citadel.types import Chunk, DocumentMeta, ParsedDocument, content_hash
 
 SUPPORTED_SUFFIXES = {".md", ".markdown", ".pdf", ".txt", ".text"}
 TENANT_WIDE_GROUP = "*"
@@ -54,6 +54,27 @@ class SourceFile:
     path: Path
     document_id: str
     source: str
+
+    def load(self, max_bytes: int) -> tuple[ParsedDocument, str]:
+        """(parsed document, hash of the raw bytes). Refuses a huge file before reading it."""
+        size = self.path.stat().st_size
+        if size > max_bytes:
+            raise InputRejected(f"file is {size:,} bytes; the limit is {max_bytes:,} bytes")
+        data = self.path.read_bytes()
+        return parse_bytes(data, self.source, max_bytes=max_bytes), content_hash(data)
+
+
+@dataclass(frozen=True)
+class InlineDocument:
+    """A document that arrives already parsed (benchmark corpora, records from a manifest)."""
+
+    document_id: str
+    source: str
+    parsed: ParsedDocument
+
+    def load(self, max_bytes: int) -> tuple[ParsedDocument, str]:
+        body = "\n".join(b.text for section in self.parsed.sections for b in section.blocks)
+        return self.parsed, content_hash(f"{self.parsed.title}\n{body}")
 
 
 @dataclass
@@ -174,7 +195,7 @@ class Ingestor:
         self._progress = progress or (lambda stage, done, total: None)
 
     # --------------------------------------------------------------- public
-    def ingest(self, tenant_id: str, files: Sequence[SourceFile], acl: AclSpec, actor: str = "cli") -> JobReport:
+    def ingest(self, tenant_id: str, files: Sequence[SourceFile | InlineDocument], acl: AclSpec, actor: str = "cli") -> JobReport:
         self._catalog.ensure_tenant(tenant_id)
         report = JobReport(self._catalog.create_job(tenant_id, "ingest"), tenant_id)
         try:
@@ -204,7 +225,7 @@ class Ingestor:
         return report
 
     # -------------------------------------------------------------- stages
-    def _run(self, report: JobReport, files: Sequence[SourceFile], acl: AclSpec) -> None:
+    def _run(self, report: JobReport, files: Sequence[SourceFile | InlineDocument], acl: AclSpec) -> None:
         started = time.perf_counter()
         prepared = []
         for done, source_file in enumerate(files, start=1):
@@ -224,18 +245,17 @@ class Ingestor:
         self._build_and_publish(report, prepared)
         report.seconds["build_publish"] = time.perf_counter() - started
 
-    def _prepare(self, report: JobReport, source_file: SourceFile, acl: AclSpec) -> _Prepared | FileOutcome:
+    def _prepare(self, report: JobReport, source_file: SourceFile | InlineDocument, acl: AclSpec) -> _Prepared | FileOutcome:
         tenant_id = report.tenant_id
         groups = acl.groups_for(source_file.document_id, source_file.source)
         try:
-            data = self._read(source_file.path)
-            parsed = parse_bytes(data, source_file.source, max_bytes=self._config.ingest.max_file_bytes)
+            parsed, raw_hash = source_file.load(self._config.ingest.max_file_bytes)
             meta = _document_meta(tenant_id, source_file, parsed.title, parsed.metadata, acl)
             groups = meta.groups
             if parsed.metadata.get("status", "published") not in ("published", "approved"):
                 return FileOutcome(source_file.source, meta.document_id, "skipped",
                                    code="not_approved", reason=f"status is {parsed.metadata.get('status')!r}")
-            doc_hash = content_hash(data + repr(sorted(meta.groups)).encode())
+            doc_hash = content_hash(raw_hash + repr(sorted(meta.groups)))
             requested = _int_or_none(parsed.metadata.get("version"))
             version, unchanged = self._catalog.next_version(tenant_id, meta.document_id, doc_hash, requested)
             if unchanged:
@@ -253,13 +273,6 @@ class Ingestor:
             return self._dead_letter(report, source_file, groups, "unreadable", f"{type(error).__name__}: {error}")
         outcome = FileOutcome(source_file.source, meta.document_id, "published", version=version, chunks=len(chunks))
         return _Prepared(meta, version, doc_hash, chunks, outcome)
-
-    def _read(self, path: Path) -> bytes:
-        size = path.stat().st_size
-        limit = self._config.ingest.max_file_bytes
-        if size > limit:  # refuse before reading a huge file into memory
-            raise InputRejected(f"file is {size:,} bytes; the limit is {limit:,} bytes")
-        return path.read_bytes()
 
     def _dead_letter(self, report: JobReport, source_file: SourceFile, groups: tuple[str, ...],
                      code: str, reason: str) -> FileOutcome:

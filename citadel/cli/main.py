@@ -16,6 +16,15 @@ from citadel.cli.runtime import Runtime, make_progress
 app = typer.Typer(help="Citadel: multi-tenant, ACL-safe retrieval and cited answers.", no_args_is_help=True)
 acl_app = typer.Typer(help="Document ACLs.", no_args_is_help=True)
 app.add_typer(acl_app, name="acl")
+
+
+def _add_eval() -> None:
+    from citadel.cli.eval_cmd import app as eval_app
+
+    app.add_typer(eval_app, name="eval")
+
+
+_add_eval()
 console = Console(stderr=True)
 
 ConfigOption = typer.Option(None, "--config", help="YAML config file (else CITADEL_CONFIG, then defaults).")

@@ -21,10 +21,11 @@ Filtered search: the static disk index has no filter support, so `allowed` is ho
   recall is 1.0 (up to fp16 rounding), which is what the planner wants for selective filters.
 - Larger allowed sets: an ANN search with a growing candidate list.  It starts at
   k' = k / fraction * `candidate_oversample` (the expected number of candidates needed to see k
-  allowed ones), runs with complexity L >= 2k' (a list only as long as the answer has an unreliable
-  tail), keeps only allowed ids, and doubles k' for the
-  queries that still have fewer than k, until k' reaches the index size.  A query that runs out
-  that way falls back to the exact re-score, so a result is never short while k allowed rows exist.
+  allowed ones), searches with list size L >= 2k' (a list only as long as the answer has an
+  unreliable tail: 1% allowed, L = k' gave recall 0.91, L = 2k' 0.985), keeps only allowed ids,
+  and doubles k' for the queries still short of k, while the list stays smaller than the index.
+  A query still short then falls back to the exact re-score (a list that long costs more than the
+  scan), so a result is never short while k allowed rows exist.
 Either way no disallowed id can be returned: membership is checked before anything is kept.
 """
 
@@ -269,28 +270,26 @@ class DiskANNIndex:
         out_scores, out_ids = padded_empty(len(queries), k)
         wanted = min(k, sorted_positions.size)
         fraction = sorted_positions.size / n
-        candidates = min(n, max(k, math.ceil(k / fraction * self.candidate_oversample)))
+        candidates = max(k, math.ceil(k / fraction * self.candidate_oversample))
         pending = np.arange(len(queries))
-        exhausted: list[int] = []
-        while pending.size:
+        # Once the search list would cover the whole index, a graph walk costs more than scanning
+        # the allowed rows, so the remaining queries go to the exact re-score instead.
+        while pending.size and POST_FILTER_LIST_FACTOR * candidates < n:
             list_size = max(complexity, POST_FILTER_LIST_FACTOR * candidates)
             positions, scores = self._raw_search(queries[pending], candidates, list_size)
             still_short = []
             for row, query_no in enumerate(pending):
                 keep = contains_sorted(sorted_positions, positions[row])
                 found = positions[row][keep][:wanted]
-                if found.size >= wanted:
-                    out_ids[query_no, :wanted] = self._id_map.to_external(found)
-                    out_scores[query_no, :wanted] = scores[row][keep][:wanted]
-                elif candidates >= n:
-                    exhausted.append(int(query_no))
-                else:
-                    still_short.append(int(query_no))
+                if found.size < wanted:
+                    still_short.append(query_no)
+                    continue
+                out_ids[query_no, :wanted] = self._id_map.to_external(found)
+                out_scores[query_no, :wanted] = scores[row][keep][:wanted]
             pending = np.asarray(still_short, dtype=np.int64)
-            candidates = min(n, candidates * 2)
-        if exhausted:
-            rows = np.asarray(exhausted, dtype=np.int64)
-            out_scores[rows], out_ids[rows] = self._exact_search(queries[rows], k, sorted_positions)
+            candidates *= 2
+        if pending.size:
+            out_scores[pending], out_ids[pending] = self._exact_search(queries[pending], k, sorted_positions)
         return out_scores, out_ids
 
     # -- persistence -------------------------------------------------------------------------

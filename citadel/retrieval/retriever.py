@@ -95,11 +95,15 @@ class Retriever:
         return partition, partition.rows_for({d: r.version for d, r in readable.items()})
 
     def legs(self, partition: Partition, query: str, allowed: np.ndarray, plan: str,
-             degraded: list[str], timings: dict[str, float]) -> Candidates:
+             degraded: list[str], timings: dict[str, float], k: int | None = None,
+             use_vector: bool = True, use_keyword: bool = True) -> Candidates:
         """Both legs' candidates, each searched only inside `allowed`."""
-        k = self._config.candidates
+        k = k or self._config.candidates
         vector_rows: list[int] = []
-        if self._embedder is None:
+        keyword_rows: list[int] = []
+        if not use_vector:
+            pass
+        elif self._embedder is None:
             degraded.append("vector_leg_unavailable")
         else:
             started = time.perf_counter()
@@ -108,10 +112,12 @@ class Retriever:
             started = time.perf_counter()
             vector_rows = self._vector_search(partition, query_vector, allowed, plan, k)
             timings["vector_ms"] = _ms_since(started)
-        started = time.perf_counter()
-        _, keyword_ids = partition.bm25.search(query, k, allowed=allowed)
-        timings["bm25_ms"] = _ms_since(started)
-        return Candidates(vector_rows, [int(i) for i in keyword_ids if i >= 0])
+        if use_keyword:
+            started = time.perf_counter()
+            _, keyword_ids = partition.bm25.search(query, k, allowed=allowed)
+            timings["bm25_ms"] = _ms_since(started)
+            keyword_rows = [int(i) for i in keyword_ids if i >= 0]
+        return Candidates(vector_rows, keyword_rows)
 
     def _vector_search(self, partition: Partition, query_vector: np.ndarray, allowed: np.ndarray,
                        plan: str, k: int) -> list[int]:
@@ -136,13 +142,13 @@ class Retriever:
             current = live.get(row["document_id"])
             if current is None or current.version != row["version"]:
                 continue
-            passages.append(_passage(row, score))
+            passages.append(passage_from_row(row, score))
             if len(passages) == top_k:
                 break
         return passages
 
 
-def _passage(row: dict, score: float) -> Passage:
+def passage_from_row(row: dict, score: float) -> Passage:
     return Passage(
         chunk_id=row["chunk_id"],
         text=row["text"],

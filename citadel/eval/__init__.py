@@ -1,0 +1,1 @@
+"""Evaluation harnesses: BEIR-style retrieval metrics and the labeled RAG regression set."""
