@@ -1,0 +1,10 @@
+"""Capacity planner and simulator (DESIGN.md §2: imports only citadel.* and capacity.*).
+
+- `workload`: the typed workload spec (YAML) with documented defaults.
+- `sizing`: RAM/SSD per tier, GPUs, replicas, tokens, cost, what runs out first; `build_plan`.
+- `errorbudget`: failed answers allowed, burn rates, the multi-window alert table.
+- `retrystorm`: closed forms for retries at every layer, a retry budget, hedging.
+- `simulate`: a seeded discrete-event simulator of replicas, faults and those policies.
+- `calibrate`: micro-benchmarks whose rates replace the defaults.
+- `plots`: PNGs of a plan. `cli`: the `citadel capacity` typer app.
+"""

@@ -1,0 +1,251 @@
+"""`citadel capacity ...`: plan a workload, simulate a failure scenario, calibrate this machine.
+
+A `typer.Typer()` named `app`; the citadel CLI mounts it as `capacity`. Human output is rich
+tables; `--json` prints exactly one JSON object on stdout (non-finite numbers become null).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any, Optional
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+app = typer.Typer(help="Size RAM, SSD, GPUs, replicas and tokens; simulate retries, hedging and failures.",
+                  no_args_is_help=True)
+console = Console()
+
+DEFAULT_RATES_PATH = Path("var/capacity-rates.yaml")
+
+
+def _finite(value: Any) -> Any:
+    """Replace inf/nan (not valid JSON) with None, recursively."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_finite(v) for v in value]
+    return value
+
+
+def _print_json(data: dict) -> None:
+    typer.echo(json.dumps(_finite(data), separators=(",", ":")))
+
+
+def _tb(value: float) -> str:
+    if value >= 1e12:
+        return f"{value / 1e12:.2f} TB"
+    if value >= 1e9:
+        return f"{value / 1e9:.1f} GB"
+    return f"{value / 1e6:.1f} MB"
+
+
+def _num(value: float | None, digits: int = 0) -> str:
+    if value is None or (isinstance(value, float) and not math.isfinite(value)):
+        return "-"
+    return f"{value:,.{digits}f}"
+
+
+def _ms(value: float | None) -> str:
+    return _num(value, 1 if value is not None and math.isfinite(value) and value < 100 else 0)
+
+
+# ---------------------------------------------------------------- plan
+
+
+@app.command()
+def plan(
+    workload: Path = typer.Option(..., "--workload", "-w", exists=True, dir_okay=False, help="Workload YAML."),
+    as_json: bool = typer.Option(False, "--json", help="Print one JSON object instead of tables."),
+    plot: Optional[Path] = typer.Option(None, "--plot", help="Write PNG plots into this directory."),
+    rates: Optional[Path] = typer.Option(None, "--rates", exists=True, dir_okay=False,
+                                         help="Rates measured by `calibrate`, replacing defaults."),
+) -> None:
+    """Size a workload: RAM/SSD per tier, GPUs, replicas, tokens, cost, error budget, retry storm."""
+    from capacity.sizing import build_plan
+    from capacity.workload import load_rates, load_workload, with_rates
+
+    spec = load_workload(workload)
+    if rates is not None:
+        spec = with_rates(spec, load_rates(rates))
+    result = build_plan(spec)
+    if plot is not None:
+        from capacity.plots import write_plots
+
+        result["plots"] = [str(p) for p in write_plots(spec, plot)]
+    if as_json:
+        _print_json(result)
+        return
+    _render_plan(result)
+
+
+def _render_plan(p: dict) -> None:
+    console.print(f"[bold]Capacity plan: {p['workload']}[/bold] ({p['chunks']:,.0f} chunks)")
+    tiers = Table(title="Index tiers")
+    for column in ("tier", "tenants", "chunks", "bytes/chunk", "RAM", "RAM if all chunks here"):
+        tiers.add_column(column, justify="right")
+    per_chunk = {"hnsw": p["bytes_per_chunk"]["hnsw"], "diskann": p["bytes_per_chunk"]["diskann_ram"],
+                 "exact": p["bytes_per_chunk"]["exact"]}
+    for tier in ("hnsw", "diskann", "exact"):
+        tiers.add_row(tier, _num(p["tiers"][tier]["tenants"]), _num(p["tiers"][tier]["chunks"]),
+                      _num(per_chunk[tier]), _tb(p["ram_bytes"][tier]), _tb(p["ram_bytes_if_single_tier"][tier]))
+    tiers.add_row("headroom", "", "", "", _tb(p["ram_bytes"]["headroom"]), "")
+    tiers.add_row("[bold]total[/bold]", "", "", "", f"[bold]{_tb(p['ram_bytes']['total'])}[/bold]", "")
+    tiers.add_row("SSD", "", "", "", _tb(p["ssd_bytes"]), "")
+    console.print(tiers)
+
+    t, g, r, gen = p["traffic"], p["gpus"], p["replicas"], p["generator"]
+    load = Table(title="Load and compute at the peak hour", show_header=False)
+    load.add_column("what")
+    load.add_column("value", justify="right")
+    for label, value in (
+        ("questions/s (avg / peak)", f"{t['questions_per_s_avg']:.1f} / {t['questions_per_s_peak']:.1f}"),
+        ("searches/s at peak", _num(t["searches_per_s_peak"], 1)),
+        ("rerank pairs/s at peak", _num(t["rerank_pairs_per_s_peak"])),
+        ("GPUs to re-embed the corpus in time", str(g["ingest"])),
+        ("GPUs for query embed + rerank", f"{g['query']} ({g['query_busy_gpus']:.2f} busy)"),
+        ("retriever shards x replicas", f"{r['shards']} x {r['per_shard']} = {r['total']}"),
+        ("busiest shard searches/s, utilisation",
+         f"{r['per_shard_searches_per_s']:.0f}/s, {r['utilisation_at_peak']:.0%}"),
+        ("generator tokens/min vs quota",
+         f"{gen['tokens_per_minute_peak']:,.0f} / {gen['quota_tokens_per_minute']:,.0f}"),
+    ):
+        load.add_row(label, value)
+    console.print(load)
+
+    c = p["cost_usd"]
+    cost = Table(title="Cost (USD)", show_header=False)
+    cost.add_column("what")
+    cost.add_column("value", justify="right")
+    for label, value in (
+        ("LLM input/day, no prompt cache", c["llm_input_per_day_uncached"]),
+        ("LLM input/day, cached prefix", c["llm_input_per_day_cached"]),
+        ("LLM output/day", c["llm_output_per_day"]),
+        ("query GPUs + RAM/day", c["query_gpus_per_day"] + c["ram_per_day"]),
+    ):
+        cost.add_row(label, f"${value:,.0f}")
+    cost.add_row("per question (cached / uncached)",
+                 f"${c['per_question_cached']:.4f} / ${c['per_question_uncached']:.4f}")
+    console.print(cost)
+
+    e = p["error_budget"]
+    alerts = Table(title=f"Error budget: {e['target']:.3%} -> {e['failed_answers_per_month']:,.0f} failed answers / "
+                         f"{e['period_days']:.0f} days")
+    for column in ("severity", "long window", "short window", "burn rate", "failure rate", "budget used"):
+        alerts.add_column(column, justify="right")
+    for row in e["alerts"]:
+        alerts.add_row(row["severity"], f"{row['long_window_h']:g} h", f"{row['short_window_h'] * 60:g} min",
+                       f"{row['burn_rate']:.1f}x", f"{row['failure_rate_threshold']:.2%}", f"{row['budget_share']:.0%}")
+    console.print(alerts)
+
+    s = p["retry_storm"]
+    storm = Table(title=f"{s['failure_share']:.0%} of replicas dead, {s['base_qps']:.0f} searches/s offered")
+    storm.add_column("policy")
+    storm.add_column("searches/s at replicas", justify="right")
+    for label, key in (
+        (f"retries at every layer ({'x'.join(map(str, s['attempts_per_layer']))} attempts)", "every_layer_qps"),
+        ("same, deadlines propagated, fast failures", "deadline_propagated_qps"),
+        ("one retry layer with a budget", "one_layer_budget_qps"),
+        ("hedging at p95 (slow replica)", "hedged_slow_replica_qps"),
+        ("hedging at p95 (dead replica, budget-capped)", "hedged_dead_replica_qps"),
+    ):
+        storm.add_row(label, _num(s[key]))
+    console.print(storm)
+
+    x = p["exhaustion"]
+    runs_out = Table(title="As load grows, what runs out first")
+    runs_out.add_column("resource")
+    runs_out.add_column("fits up to x today's load", justify="right")
+    for name, multiplier in sorted(x["headroom_multiplier"].items(), key=lambda kv: kv[1]):
+        runs_out.add_row(name, f"{multiplier:.2f}x" if multiplier < 1000 else "never (>1000x)")
+    console.print(runs_out)
+    for path in p.get("plots", []):
+        console.print(f"wrote {path}")
+
+
+# ---------------------------------------------------------------- simulate
+
+
+@app.command()
+def simulate(
+    scenario: Path = typer.Option(..., "--scenario", "-s", exists=True, dir_okay=False, help="Scenario YAML."),
+    as_json: bool = typer.Option(False, "--json", help="Print one JSON object instead of a table."),
+    policy: Optional[str] = typer.Option(None, "--policy", help="Headline policy (default: the first)."),
+    seed: Optional[int] = typer.Option(None, "--seed", help="Override the scenario's seed."),
+) -> None:
+    """Simulate a failure scenario under each of its policies (seeded, discrete-event)."""
+    from capacity.simulate import load_scenario
+    from capacity.simulate import simulate as run_simulation
+
+    spec = load_scenario(scenario)
+    if seed is not None:
+        spec = spec.model_copy(update={"seed": seed})
+    try:
+        result = run_simulation(spec, policy)
+    except ValueError as error:
+        raise typer.BadParameter(str(error), param_hint="--policy") from error
+    if as_json:
+        _print_json(result)
+        return
+    # A borderless table with one space between columns fits 80 columns when piped.
+    table = Table(title=f"{result['scenario']} (seed {result['seed']}): searches/s offered to replicas, "
+                        "latency of answered requests (ms)",
+                  box=None, padding=(0, 1), collapse_padding=True, pad_edge=False)
+    table.add_column("policy", no_wrap=True)
+    for column in ("peak/s", "mean/s", "closed/s", "p50", "p95", "p99", "fail", "degr"):
+        table.add_column(column, justify="right", no_wrap=True)
+    for run in result["policies"]:
+        table.add_row(run["policy"], _num(run["peak_load_qps"]), _num(run["mean_load_qps_during_fault"]),
+                      _num(run["closed_form_load_qps"]), _ms(run["p50_ms"]), _ms(run["p95_ms"]),
+                      _ms(run["p99_ms"]), f"{run['failed_share']:.0%}", f"{run['degraded_share']:.0%}")
+    console.print(table)
+    console.print("peak: highest 5-s mean; mean: once the fault settles; closed: closed-form load;\n"
+                  "fail/degr: share of requests failed / answered by the fallback")
+    if result.get("closed_form_mean_wait_ms") is not None:
+        console.print(f"mean queue wait: simulated {result['mean_wait_ms']:.2f} ms, "
+                      f"Erlang C {result['closed_form_mean_wait_ms']:.2f} ms")
+
+
+# ---------------------------------------------------------------- calibrate
+
+
+@app.command()
+def calibrate(
+    out: Path = typer.Option(DEFAULT_RATES_PATH, "--out", "-o", help="Where to write the rates (.yaml or .json)."),
+    skip: list[str] = typer.Option([], "--skip", help="Benchmarks to skip: embed, exact, hnsw, bm25."),
+    as_json: bool = typer.Option(False, "--json", help="Print the result as one JSON object too."),
+    quick: bool = typer.Option(False, "--quick", help="Tiny benchmarks: a smoke test, not a measurement."),
+    benchmarks: Path = typer.Option(Path("benchmarks/out"), "--benchmarks",
+                                    help="Outputs of benchmarks/ to reuse when present (HNSW at 100k-1M)."),
+) -> None:
+    """Measure embed/rerank, exact, HNSW and BM25 rates here; `plan --rates FILE` uses them."""
+    from capacity.calibrate import BENCHMARKS, QUICK_SIZES, CalibrationSizes, run_calibration, write_rates
+
+    unknown = sorted(set(skip) - set(BENCHMARKS))
+    if unknown:
+        raise typer.BadParameter(f"unknown benchmark(s) {unknown}; known: {sorted(BENCHMARKS)}",
+                                 param_hint="--skip")
+    sizes = QUICK_SIZES if quick else CalibrationSizes()
+    result = run_calibration(skip=tuple(skip), sizes=sizes, benchmarks_dir=benchmarks)
+    path = write_rates(result, out)
+    if as_json:
+        _print_json(result | {"written_to": str(path)})
+        return
+    table = Table(title=f"Measured on {result['machine']['cpu_cores']} cores")
+    table.add_column("rate")
+    table.add_column("value", justify="right")
+    for name, value in result["rates"].items():
+        table.add_row(name, _num(value, 3))
+    for name, reason in result["skipped"].items():
+        table.add_row(f"{name} (skipped)", reason)
+    console.print(table)
+    console.print(f"wrote {path}")
+
+
+if __name__ == "__main__":
+    app()
