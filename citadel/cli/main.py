@@ -116,6 +116,42 @@ def retrieve(
 
 
 @app.command()
+def ask(
+    question: str = typer.Argument(..., help="The question."),
+    tenant: str = typer.Option(..., "--tenant"),
+    user: str = typer.Option(..., "--user"),
+    groups: str = typer.Option("", "--groups", help="Comma-separated groups of the user."),
+    as_json: bool = typer.Option(False, "--json"),
+    config: Optional[Path] = ConfigOption,
+) -> None:
+    """A cited answer from the documents this principal may read, or a refusal with its reason."""
+    from citadel.types import Principal
+
+    runtime = Runtime(config_path=config)
+    response = runtime.answer_service.ask(Principal(tenant, user, frozenset(_groups(groups))), question)
+    if as_json:
+        print(json.dumps(response.to_dict(), indent=1))
+        return
+    _print_answer(response)
+
+
+def _print_answer(response) -> None:
+    from rich.markup import escape
+
+    out = Console(soft_wrap=True)  # long answers stay one line each: copyable, greppable
+    if response.refused:
+        out.print(f"[yellow]refused[/yellow] ({response.reason}): {escape(response.answer)}")
+    else:
+        out.print(escape(response.answer))
+    for number, c in enumerate(response.citations, start=1):
+        page = f", page {c['page']}" if c["page"] is not None else ""
+        out.print(f"  [bold][{number}][/bold] {escape(c['title'])} ({escape(c['document_id'])} v{c['version']})"
+                  f" - {escape(c['heading'])}{page} - {escape(c['source'])}")
+    if response.degraded:
+        out.print(f"[dim]degraded: {', '.join(response.degraded)}[/dim]")
+
+
+@app.command()
 def withdraw(
     tenant: str = typer.Option(..., "--tenant"),
     doc: str = typer.Option(..., "--doc", help="Document id."),

