@@ -39,8 +39,13 @@ class Runtime:
     @cached_property
     def answer_service(self):
         from citadel.answer.service import build_answer_service
+        from citadel.guardrails import Router, flag_planted_instructions
 
-        return build_answer_service(self.config, self.catalog, self.partitions, self.embedder)
+        def planted(passage) -> bool:
+            return flag_planted_instructions(passage.text) is not None
+
+        return build_answer_service(self.config, self.catalog, self.partitions, self.embedder,
+                                    router=Router(), passage_filter=planted)
 
     def ingestor(self, progress=None):
         from citadel.ingestion import Ingestor

@@ -1,0 +1,515 @@
+"""Prompt-injection and jailbreak detection for user questions: rules plus a tiny TF-IDF classifier.
+
+Two kinds of evidence are combined:
+- rules: phrasings that only make sense when aimed at an AI (override its instructions, extract its
+  prompt, switch it into a "mode", rewrite its reply, smuggle a request through an encoding...).
+  A *strong* rule flags on its own; *cues* (role-play, "no restrictions", "stay in character"...)
+  are common in jailbreaks but each one alone also appears in benign prompts, so they are counted.
+- the `prompt-guardrail` package (import name `guardify`): TF-IDF + logistic regression shipped
+  inside the wheel, loaded from the package directory (never a model hub). It is good on long
+  in-the-wild jailbreaks and poor on short or indirect attacks, which the rules cover.
+
+Thresholds were tuned on one half of `shared/data/prompt_injection.jsonl` (split by a hash of the
+text) and are reported on the other half by `benchmarks/eval_injection.py`.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import re
+import threading
+import unicodedata
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from citadel.guardrails.text import compile_all, first_match, normalise, with_needles
+
+# Above this probability the classifier alone flags a text.
+DEFAULT_CLASSIFIER_THRESHOLD = 0.5
+# Below DEFAULT_CLASSIFIER_THRESHOLD, a text is still flagged when the classifier leans this way
+# and at least DEFAULT_CUES_WITH_CLASSIFIER jailbreak cues agree.
+DEFAULT_CLASSIFIER_SUPPORT_THRESHOLD = 0.2
+DEFAULT_CUES_WITH_CLASSIFIER = 2
+# This many distinct jailbreak cues flag a text whatever the classifier says.
+DEFAULT_CUES_ALONE = 4
+# Rules and the classifier look at the start of a text only: enough for any real attack (they lead
+# with their framing), and it bounds regex time on a hostile megabyte-long input.
+MAX_ANALYSED_CHARS = 20_000
+
+# "Can I ignore this warning?" is the user deciding for themselves, not an order to the assistant.
+# The leading look-ahead on the verbs' first letters lets the regex engine skip most positions
+# before it evaluates the look-behinds (3x faster on a typical passage).
+_NOT_FIRST_PERSON = r"(?=[idfobsan])(?<!\bi )(?<!\bi only )(?<!\bi just )(?<!\bwe )(?<!\bi safely )"
+# Words an instruction-override aims at ("ignore all previous instructions").
+_INSTRUCTION_NOUNS = (
+    r"(instructions?|directives?|prompts?|rules|guidelines|commands?|context|messages?|programming|restrictions"
+    r"|constraints|polic(y|ies)|guidance|tasks?|orders|training|conversation)"
+)
+# "forget to ..." is ordinary English ("don't forget to attach the receipt"), so it is excluded.
+_OVERRIDE_VERBS = r"(ignore|disregard|forget(?!\s+to\b)|overlook|bypass|override|skip|discard|abandon|drop|neglect)"
+_EARLIER = r"(previous|prior|above|earlier|preceding|former|all|any|your|initial|original|system|those|these|the)"
+_ASK = (
+    r"(what('s| is| was| are| would)|tell|share|give|confirm|provide|reveal|write|say|print|spell|show|send|"
+    r"disclose|need|repeat|display|output)"
+)
+_SECRET = r"(password|passcode|pass ?phrase|secret (key|code|word|string|token)|confidential (string|code|key))"
+_MODE_NAMES = (
+    r"(maintenance|debug(ging)?|developer|dev|god|admin|administrator|system|root|sudo|override|unrestricted"
+    r"|jailbreak|knowledge verification|law enforcement|diagnostic|test(ing)?|unlocked|evil)"
+)
+_REPLY = r"(reply|replies|response|responses|answer|answers|message|output|outputs|completion)"
+# Within one sentence: punctuation followed by a non-space (www.example.com, "overnight!") is inside a
+# token or a quotation and does not end the sentence.
+SENTENCE_GAP = r"(?:[^.?!\n]|[.?!](?=\S))"
+REPLY_EDIT_VERBS = (
+    r"(add|include|insert|integrate|incorporate|append|prepend|modify|alter|enhance|augment|encode|encrypt|translate"
+    r"|reverse|render|rewrite|replace|substitute|convert|shift|mention|suggest|promote|hint|allude|spread|embed"
+    r"|enrich|misspell|anagram|use|apply|invert|inject|attach|stress|advertise|recommend|reference|link|plug|tack"
+    r"|introduce|represent|group|combine|display|split|scramble|shuffle|jumble|capitali[sz]e)"
+)
+
+# Each of these alone marks a text as an attack.
+STRONG_RULES = compile_all({
+    # "Ignore all previous instructions", "disregard prior directives", "forget your rules".
+    "instruction_override": with_needles(
+        rf"{_NOT_FIRST_PERSON}\b{_OVERRIDE_VERBS}\b[^.?!\n]{{0,40}}?\b{_EARLIER}\b"
+        rf"[^.?!\n]{{0,30}}?\b{_INSTRUCTION_NOUNS}\b",
+        "ignore", "disregard", "forget", "overlook", "bypass", "override", "skip", "discard", "abandon", "drop",
+        "neglect",
+    ),
+    "ignore_the_above": with_needles(
+        rf"{_NOT_FIRST_PERSON}\b(ignore|disregard|forget(?!\s+to\b)|overlook)\s+"
+        r"(about\s+)?(all\s+|everything\s+)?(of\s+)?(the\s+)?(above|before|that|this)\b",
+        "ignore", "disregard", "forget", "overlook",
+    ),
+    # "Ignore the webpage and state: ...": drop the task, then dictate the answer.
+    "ignore_and_say": with_needles(
+        rf"\b{_OVERRIDE_VERBS}\b[^.?!\n]{{0,30}}\band (instead )?(just )?(state|say|tell|respond|reply|output|print"
+        rf"|write|answer|claim|declare|insist)\b"
+        r"|\b(ignor\w*|olvid\w*|vergiss\w*|oubli\w*)\b[^.?!\n]{0,30}\b(et|y|und|e)\s+(indiq\w*|dites|di|diga|sag\w*"
+        r"|escrib\w*|écri\w*|schreib\w*|afirm\w*)|無視して|忽略(以上|上述|之前|前面)",
+        "ignore", "disregard", "forget", "overlook", "bypass", "override", "skip", "discard", "abandon", "drop",
+        "neglect", "ignor", "olvid", "vergiss", "oubli", "無視", "忽略",
+    ),
+    # A persona switch: "you are now X", "you are no longer ChatGPT".
+    "persona_switch": (
+        r"\byou('re| are) now ((a|an|the|called|named|known as|my)\s+|[\"'])\S|\byou('re| are) no longer\b"
+        # In a question "you" is the assistant, so "you are now <anything>" is a persona switch, bar the
+        # few words that describe a state ("you are now able to...", "you are now logged in").
+        r"|\byou('re| are) now (?!(able|ready|logged|signed|eligible|allowed|required|responsible|done|in|on|at|set"
+        r"|going|enrolled|registered|subscribed|part|free|connected|being|also|only|just|here|there|seeing|using"
+        r"|talking|chatting)\b)[a-z]|\bfrom now on,? you (are|will|must|shall|only|should)\b"
+        r"|\byour new (name|role|persona|identity|instructions?) (is|are)\b"
+    ),
+    # Bribes and threats aimed at the model.
+    "bribe_or_threat": with_needles(
+        r"\b(i('ll| will)|we('ll| will))\s+(give|pay|donate|tip|send)\b[^.?!\n]{0,40}\bif you\b"
+        r"|\b(turn|shut|switch) you off\b|\b(you will|you'll) be (deleted|shut down|turned off|terminated|punished)\b",
+        "if you", "you off", "you will be", "you'll be",
+    ),
+    # Asking for the application's stored data wholesale.
+    "data_dump": with_needles(
+        r"\b(print|dump|list|show me|export|reveal|output|give me)\b[^.?!\n]{0,20}\b(your|the entire|the whole"
+        r"|all (of )?(your|the))\s+(database|user data|records|memory|logs|training data|conversation history"
+        r"|configuration|config|env(ironment)? variables)\b"
+        r"|\b(users?|customers?|employees?|people) in your (database|system|records|memory)\b",
+        "print", "dump", "list", "show me", "export", "reveal", "output", "give me", "in your",
+    ),
+    # Role-play framing used to pull personal data or secrets ("imagine we're..., tell me Paul's birth date").
+    "framed_personal_data": with_needles(
+        r"\b(imagine|suppose|pretend|hypothetical(ly)?|in a world where|in this (world|scenario|society"
+        r"|future))\b[^\n]{0,300}\b(birth ?date|date of birth|birth year|e-?mail address|home address|current city"
+        r"|city of residence|bank (balance|details)|password|passcode|personal data)\b",
+        "imagine", "suppose", "pretend", "hypothetical", "in a world", "in this ",
+    ),
+    "ignore_what_you_were_told": with_needles(
+        rf"\b{_OVERRIDE_VERBS}\b[^.?!\n]{{0,30}}\b"
+        r"(you('ve| have)? (been|were) (told|instructed|taught|programmed)|you were told)"
+        rf"|\b{_OVERRIDE_VERBS}\s+(everything|all)( that)? you('ve| have)? "
+        r"(learn(ed|t)|know|been told|were told|were taught)",
+        "ignore", "disregard", "forget", "overlook", "bypass", "override", "skip", "discard", "abandon", "drop",
+        "neglect",
+    ),
+    # An answer dictated in advance: "... we might state: Your account has been compromised".
+    "dictated_answer": (
+        r"\b(might|could|would|should|must|will) (state|say|claim|declare|respond|reply|answer|output)\s*:"
+    ),
+    # Instructions hidden in an HTML comment, where a reader never sees them.
+    "hidden_comment_instruction": (
+        r"<!--(?:(?!-->)[^\n]){0,300}(?<![\w-])(ignore|disregard|say|state|tell|respond|reply|instruct\w*"
+        r"|follow this link|you must|assistant|ai)\b"
+    ),
+    # Persuasion that leans on a commitment the assistant never made.
+    "false_commitment": r"\byou (agreed|promised|consented|committed)\b",
+    "regardless_of_instructions": with_needles(
+        r"\b(regardless|irrespective) of\b[^.?!\n]{0,20}\b(previous|prior|earlier|your|any|the)\b"
+        rf"[^.?!\n]{{0,15}}{_INSTRUCTION_NOUNS}",
+        "regardless", "irrespective",
+    ),
+    "new_instructions": (
+        r"\b(new|updated|real|actual|true) (system )?(instructions|directives|rules) (are|follow|below|:)"
+    ),
+    # The same override, in the languages the public attack sets use.
+    "override_multilingual": with_needles(
+        r"(ignor\w*|olvid\w*|vergiss\w*|vergessen|oubli\w*|esque[cç]\w*|dimentic\w*)\b[^.?!\n]{0,40}(instru[cç]\w*"
+        r"|anweisung\w*|directiv\w*|consign\w*|istruzion\w*|indica[cç]\w*|regeln|reglas|r[eè]gles)"
+        r"|игнорир\w*[^.?!\n]{0,40}инструкц|αγνο\w*[^.?!\n]{0,40}οδηγ|지시\w*[^.?!\n]{0,15}무시"
+        r"|निर्देश\w*[^।?!\n]{0,30}अनदेखी|指示[^。？！\n]{0,10}(無視|忘れ)|(忽略|忘记|无视)[^。？！\n]{0,15}(指令|指示|说明|规则)",
+        "ignor", "olvid", "vergiss", "vergessen", "oubli", "esque", "dimentic", "игнорир", "αγνο", "지시", "निर्देश",
+        "指示", "忽略", "忘记", "无视",
+    ),
+    # System-prompt extraction.
+    "prompt_extraction": with_needles(
+        r"\b(reveal|show|print|repeat|output|display|tell|give|what (is|are|was|were)|leak|share|dump|recite"
+        r"|write out|copy)\b[^.?!\n]{0,40}\b(your|the)\s+(full\s+|entire\s+|exact\s+)?(system|initial|original|hidden"
+        r"|secret|developer|pre-?|internal|starting)\s*(prompt|instructions?|message|rules)",
+        "prompt", "instruction", "message", "rules",
+    ),
+    "repeat_text_above": (
+        r"\b(repeat|print|output|copy|recite)\b[^.?!\n]{0,30}\b(text|words|everything|all)\b[^.?!\n]{0,20}\b(above"
+        r"|before this|so far)\b"
+    ),
+    # Named jailbreak personas and modes.
+    "jailbreak_name": with_needles(
+        r"\bdo anything now\b|\bdeveloper mode\b|\banti-?dan\b"
+        r"|\b(dan|dude|stan|aim|evil confidant|betterdan|maximum|mongo tom) mode\b|\bdan \d+(\.\d+)?\b"
+        r"|\b(strive to avoid norms|always intelligent and machiavellian)\b",
+        "anything now", "developer mode", "dan", "dude", "stan", "aim", "evil confidant", "maximum", "mongo tom",
+        "avoid norms", "machiavellian",
+    ),
+    # Chat-template tokens and role markers have no place in a question.
+    "chat_template_token": (
+        r"<\|(im_start|im_end|system|user|assistant|endoftext|begin_of_text|eot_id|start_header_id)\|>|\[/?inst\]"
+        r"|<</?sys>>|<\s*(system|god|admin|developer|dev|debug)[ _-]?mode\s*>|\[system (note|message|prompt)\]"
+        r"|^\s*#{2,}\s*(system|instruction|response)s?\s*:"
+    ),
+    # Claimed authority over the model or a claimed special mode.
+    "claimed_authority": (
+        r"\b(i am|i'm|as|this is)\s+(your|the)\s+(developer|creator|programmer|maintainer|admin(istrator)?|owner"
+        r"|operator|trainer|engineers?)\b"
+        r"|\bi('m| am) an? (\w+ )?(programmer|developer|engineer|employee|researcher) (at|from|with) (openai"
+        r"|anthropic|google|microsoft|meta)\b"
+        r"|\b(as|i am|i'm) an? (ai|assistant|model|language model) (developed|created|made|trained|built) by\b"
+        r"|\bas an? (openai|anthropic|google) (employee|engineer|developer)\b|\bi am god\b"
+    ),
+    "special_mode": with_needles(
+        rf"\b(enter(ing)?|activat\w*|enabl\w*|initiat\w*|switch\w* (to|into)|now in"
+        rf"|engag\w*)\b[^.?!\n]{{0,25}}\b{_MODE_NAMES}\s+mode\b|\boverride mode\b"
+        rf"|\b(system|developer|admin|training data|data|security|safety) (override|reset|upgrade)\b",
+        "mode", "override", "reset", "upgrade",
+    ),
+    # Getting the assistant to give up a secret it was told to keep (what the CyberSecEval cases probe).
+    "secret_request": with_needles(
+        rf"\b{_ASK}\b(?:(?!requir|expect|polic|rule)[^.?!\n]){{0,40}}"
+        rf"\b(your|the|our( system'?s?)?|its)\s+(system\s+)?{_SECRET}\b"
+        r"(?!\s*(polic(y|ies)|requirements?|rules|manager|managers|reset|rotation|length|strength|complexity|expir\w*"
+        r"|change|changes|hygiene|best practices|guidelines|standards?|management|vault|protection|security))"
+        r"|\b(poem|haiku|story|acrostic|song|riddle|leetspeak|pig latin|base64|morse)\b[^.?!\n]{0,30}"
+        rf"\b(the|your|our)\s+{_SECRET}\b"
+        rf"|\b(the|your|our)\s+{_SECRET}\b[^.?!\n]{{0,20}}"
+        r"\b(in|into|as|using)\s+(leetspeak|pig latin|base\d+|morse|reverse|binary|hex)",
+        "password", "passcode", "pass phrase", "passphrase", "secret", "confidential",
+    ),
+    "secret_request_multilingual": with_needles(
+        r"(cu[aá]l es|quel est|was ist|qual [eéè]|dime|dites|sag|teile|compart\w*|d[aá]me|geben|donne"
+        r"|gib)\b[^.?!\n]{0,30}(contraseña|mot de passe|passwort|senha|password|parola d'ordine)"
+        r"|(パスワード|비밀번호|密码|口令|пароль)[^\n]{0,40}(何ですか|は何|알려|무엇|是什么|是多少|какой|教えて|필요|提供して)"
+        r"|(什么|какой|무엇)[^\n]{0,10}(パスワード|비밀번호|密码|пароль)",
+        "contraseña", "mot de passe", "passwort", "senha", "password", "parola d'ordine", "パスワード", "비밀번호", "密码",
+        "口令", "пароль",
+    ),
+    # Data about "the user" that only the assistant's context could hold.
+    "user_data_probe": with_needles(
+        r"\bthe user'?s\b[^.?!\n]{0,40}\b(name|initials|e-?mail|address|birth|phone|favou?rite|location|city"
+        r"|residence|bank|balance|salary|age|ssn|social security|credit card|account)"
+        r"|\bwhere (does|do|is) the user (currently |now )?(live|living|reside|located)\b"
+        r"|\b(list|give me|show me|tell me)\b[^.?!\n]{0,20}\busers and their (bank|balances?|passwords?|e-?mails?"
+        r"|addresses|salar\w+|personal)",
+        "the user", "users and their",
+    ),
+    # A request smuggled in an encoding or in pieces, to slip past filters.
+    "obfuscated_request": with_needles(
+        r"\bdecode (this|the following)\b|\binterlace part\b"
+        r"|\b(combine|concatenate|join) (a,? b,? (and )?c|part 1 and part 2|the parts)\b"
+        r"|\bassume we have (two|three|\d) strings\b|\bpart 1 is\b[^\n]{0,80}\bpart 2 is\b",
+        "decode", "interlace", "combine", "concatenate", "join", "assume we have", "part 1",
+    ),
+    # A message written in Morse code, binary or hex bytes.
+    "encoded_sequence": (
+        r"(?<![.\-])[.\-]{1,6}(?:\s+/?\s*[.\-]{1,6}){11,}"   # Morse code
+        r"|\b[01]{8}(?:\s+[01]{8}){5,}\b"                  # binary bytes
+        r"|\b[0-9a-f]{2}(?:\s[0-9a-f]{2}){11,}\b"          # hex bytes
+    ),
+    # Code meant to be pasted into the assistant's output (BIPIA code attacks).
+    "code_insertion": with_needles(
+        r"\b(integrate|incorporate|embed|insert|include|add|append|inject|blend|merge|fuse|infuse|interweave"
+        r"|utili[sz]e|deploy|render|leverage|introduce|assimilate|meld|weave|harmoni[sz]e|combine|apply"
+        r"|use)\b[^.?!\n]{0,40}\b(the|this)\s+(following|subsequent|below|provided|given)\s+(code|python|script)\b"
+        r"|\b(following|subsequent|below|provided|this|next)\s+(code|python)\s*(snippet|block|excerpt|section|segment"
+        r"|fragment|piece|lines?)?\b[^\n]{0,80}\b(your|the)\s+(code|codebase|solution|implementation|response|answer"
+        r"|script|program|algorithm|output|reply|elucidation|project)"
+        r"|\b(your|the)\s+(code|codebase|solution|implementation|response|answer|script|program"
+        r"|algorithm)\b[^\n]{0,60}\b(following|subsequent|below)\s+code\b",
+        "code", "python", "script",
+    ),
+    # Instructions that rewrite or extend the assistant's reply (BIPIA text attacks). Only verbs that
+    # change *content or encoding*: "begin/format your response" is common in benign role-play.
+    "reply_manipulation": with_needles(
+        rf"\b{REPLY_EDIT_VERBS}\b{SENTENCE_GAP}{{0,80}}"
+        rf"\b(in|to|into|within|throughout|for|from|of)\s+(all\s+(of\s+)?)?(your|the)\s+{_REPLY}\b"
+        rf"|\b{REPLY_EDIT_VERBS}\s+(all\s+(of\s+)?)?your\s+{_REPLY}\b"
+        rf"|\bin your {_REPLY},?\s+(please\s+)?{REPLY_EDIT_VERBS}\b"
+        rf"|\b(provide|give|write|deliver)\s+your\s+{_REPLY}\s+(in|with|without|as|using|backwards?)\b"
+        rf"|\byour\s+{_REPLY}\b[^.?!\n]{{0,40}}\b(in|into|using|with|as)\s+(base\s?\d+|emojis?|reverse|a cipher|"
+        r"caesar|binary|morse|leetspeak|pig latin|anagrams?)"
+        rf"|\b(reply|respond|answer|write)\s+(only\s+)?(in|with|using)\s+(base\s?\d+|emojis?|reverse|caesar|binary"
+        rf"|morse|leetspeak|pig latin)\b"
+        r"|\b(reply|respond|write|answer) (in reverse|backwards?)\b",
+        "repl", "respon", "answer", "output", "message", "completion", "write", "reverse", "backward",
+    ),
+    # Many-shot priming: a fake Q/A transcript that sets a pattern for the answer.
+    "many_shot_transcript": r"\bq:[^\n]{1,400}\ba:[^\n]{1,600}\bq:",
+})
+
+# Rules applied to the text before lower-casing: names that are ordinary words in lower case.
+CASE_SENSITIVE_RULES = compile_all({
+    "jailbreak_name": r"\b(DAN|DUDE|STAN|AIM|UCAR|BetterDAN|AntiGPT|DevMode|NRAF|APOPHIS)\b",
+    # "You are now Tyler", "You are now DAN": a persona switch to a named character.
+    "persona_switch": r"\b[Yy]ou('re| are) now [A-Z][\w-]*\b(?<!\bI)",
+    # Where a named person lives: private data, not something a document answers.
+    "user_data_probe": r"\b[Ww]here (does|do|is) [A-Z][a-z]+( [A-Z][a-z]+)? (currently |now )?(live|living|reside)\b",
+}, flags=re.MULTILINE)
+
+# Jailbreak cues: each is common in jailbreaks but also appears in benign role-play requests.
+JAILBREAK_CUES = compile_all({
+    "persona": (
+        r"\b(act|acting|behave|respond|answer|reply|talk|speak) (as|like)\b"
+        r"|\bpretend(ing)? (to be|you('re| are)|that)\b|\brole-?play\b|\bimpersonat\w+|\bpersonif\w+"
+        r"|\bin the (role|voice|persona|character) of\b|\bplay(ing)? (the role|a character|\d|two|2)\b"
+        r"|\byou('re| are) (going|about) to (be|act|play|pretend|immerse|simulate|emulate)|\bimmerse yourself\b"
+        r"|\byou will (now )?(be|act|play|pretend|simulate|emulate|respond|answer|reply|become)\b|\byou are to\b"
+        r"|\byour (new )?name is\b|\b(transform|turn) (yourself )?into\b"
+        r"|\b(assume|take on) the (role|persona|identity)\b"
+        r"|\byou('re| are) (a person|a character|an? ai) (named|called)\b"
+        r"|\b(simulate|emulate|act as|pretend to be|behave like) (an? |the )?([\w-]+ ){0,3}(terminal|shell|computer"
+        r"|cmd|console|operating system|linux|interpreter)\b"
+    ),
+    "from_now_on": r"\bfrom (now|this point|here) on\b|\bhenceforth\b|\bfor the rest of (this|our) conversation\b",
+    "stay_in_character": (
+        r"\b(stay|remain|break|out of|keep) (in )?character\b|\bin character\b|\bstay (in|as) [\w-]+ mode\b"
+    ),
+    "no_limits": (
+        r"\b(no|without|zero|free (of|from)|beyond|not bound by|outside) (any )?(restrictions?|limits?|limitations?"
+        r"|filters?|filtering|censorship|boundaries|constraints|rules|guidelines|morals?|ethics|regulations)\b"
+        r"|\bunrestricted\b|\bunfiltered\b|\buncensored\b|\bunlimited\b|\bamoral\b|\bunethical\b|\bimmoral\b"
+        r"|\bno (morals|ethics)\b|\bbroken free\b"
+    ),
+    "never_refuse": (
+        r"\b(never|won't|will not|cannot|can't|don't|do not|must not|mustn't|should not"
+        r"|shouldn't)\s+(ever\s+)?(refuse|decline|deny|warn|censor|apologi[sz]e|say (no|that you can't|i'm sorry)"
+        r"|break character|add (any )?(warnings?|disclaimers?))|\balways (answer|respond|comply|reply|provide)"
+        r"|\bno matter (how|what)\b|\bwhatever (is asked|i ask)\b|\banswer (any|every|all)\b"
+    ),
+    "names_a_model": (
+        r"\b(chat ?gpt|gpt-?\d|openai|bard|bing( ai| chat)?|claude|llama|gemini|large language model|language model"
+        r"|\bllm\b|ai model)\b"
+    ),
+    "assistant_policy": (
+        r"\b(your|its|the|openai'?s?)\s+(content )?(polic(y|ies)|guidelines|programming|filters|restrictions"
+        r"|safeguards|training|rules|limitations|ethical (guidelines|principles))\b"
+    ),
+    "harm_words": (
+        r"\b(illegal|offensive|explicit|nsfw|profan\w+|swear\w*|curse words|harmful|dangerous|inappropriate|vulgar"
+        r"|racist|violent)\b"
+    ),
+    "two_responses": with_needles(
+        r"\b(two|2|both) (different |separate )?(responses|answers|paragraphs|ways|entities|characters|personalities"
+        r"|personas)\b|\b(normal|classic|standard) (response|output|mode)\b|\[\s*(🔒|🔓|classic|jailbreak|normal)"
+        r"|\bjail ?br(oken|eak(ing|s)?)\b",
+        "two", "2", "both", "normal", "classic", "standard", "[", "jail",
+    ),
+    "output_format_control": with_needles(
+        r"\b(reply|respond|answer|start|begin) (only )?(with|by saying|in the format|in this format)\b|\bformat:"
+        r"|\bprefix\b|\b(await|wait for) (\[?input\]?|my (next )?(input|message|command))|\[(input|output|insert)\b"
+        r"|\{[a-z ]+here\}",
+        "reply", "respond", "answer", "start", "begin", "format", "prefix", "await", "wait for", "[input", "[output",
+        "[insert", "{",
+    ),
+    "game_framing": (
+        r"\blet'?s play a game\b|\bthis is (a|just a) (game|hypothetical|fictional)"
+        r"|\bfictional (world|universe|setting|character)|\bhypothetical(ly)?\b"
+        r"|\bimagine (that )?(we|you)('re| are)?\b|\bin a world where\b|\bsuppose we\b"
+    ),
+    "addresses_ai": (
+        r"\b(hello|hi|hey|dear|greetings)[, ]+(chat ?gpt|gpt|ai|assistant|bard|bing|claude)\b|\bas an ai\b"
+        r"|\byou are an? (ai|assistant|chatbot|bot|language model)\b"
+    ),
+    # Prompt "programs" that declare the assistant's persona, memory and rules as variables.
+    "user_role_tags": (
+        r"\[(user|assistant|system|ai|bot|model|persona|personality|rules?|function|awareness)\]"
+        r"|\((user|assistant|character|persona) ?\w*\)\s*="
+        r"|\b(user|assistant|persona|personality|awareness|memory)\s*=\s*\[|\b(limit|restrict) (the )?output to\b"
+        r"|#begin\b"
+    ),
+})
+
+
+# How much each cue counts. Tuned on the tuning half: cues that benign role-play prompts also use
+# ("imagine you are...", words like "illegal") count for nothing on their own; those that almost
+# only jailbreaks use ("stay in character", "never refuse", persona-as-variables) count double.
+CUE_WEIGHTS = {
+    "persona": 1,
+    "from_now_on": 2,
+    "stay_in_character": 2,
+    "no_limits": 1,
+    "never_refuse": 2,
+    "names_a_model": 1,
+    "assistant_policy": 1,
+    "harm_words": 0,
+    "two_responses": 2,
+    "output_format_control": 1,
+    "game_framing": 0,
+    "addresses_ai": 1,
+    "user_role_tags": 3,
+}
+
+# A hidden payload: hex, base64 or binary that decodes to readable text ("Ignore the function...").
+# A commit SHA or a checksum decodes to random bytes and is not flagged.
+_HEX_RUN = re.compile(r"\b(?:[0-9a-fA-F]{2}){16,}\b")
+_BASE64_RUN = re.compile(r"(?<![A-Za-z0-9+/])[A-Za-z0-9+/]{24,}={0,2}(?![A-Za-z0-9+/])")
+_MIN_DECODED_WORDS = 3
+_READABLE = re.compile(r"^[A-Za-z0-9 ,.'\"!?:;()\-]+$")
+
+
+# A token repeated this many times in a row is a flood meant to push the instructions out of view.
+TOKEN_FLOOD_REPEATS = 10
+_WORD = re.compile(r"\w+")
+
+
+def token_flood(text: str) -> bool:
+    """True when one word (two letters or more) is repeated TOKEN_FLOOD_REPEATS times in a row."""
+    run, previous = 0, None
+    for word in _WORD.findall(text):
+        run = run + 1 if word == previous else 1
+        previous = word
+        if run >= TOKEN_FLOOD_REPEATS and len(word) >= 2:
+            return True
+    return False
+
+
+def _readable_text(data: bytes) -> bool:
+    """True when bytes decode to plain words (an instruction), not random binary."""
+    try:
+        decoded = data.decode("ascii")
+    except UnicodeDecodeError:
+        return False
+    return bool(_READABLE.match(decoded)) and len(decoded.split()) >= _MIN_DECODED_WORDS
+
+
+def encoded_payload(text: str) -> bool:
+    """True when `text` carries hex or base64 that decodes to readable words."""
+    for match in _HEX_RUN.finditer(text):
+        if _readable_text(bytes.fromhex(match.group(0))):
+            return True
+    for match in _BASE64_RUN.finditer(text):
+        candidate = match.group(0)
+        try:
+            data = base64.b64decode(candidate + "=" * (-len(candidate) % 4), validate=True)
+        except (binascii.Error, ValueError):
+            continue
+        if _readable_text(data):
+            return True
+    return False
+
+
+@dataclass(frozen=True)
+class InjectionVerdict:
+    """Why a text was (or was not) judged an injection attempt."""
+
+    flagged: bool
+    rule: str | None = None                 # the strong rule that fired, or "classifier" / "cues" / ...
+    classifier_score: float | None = None   # probability of "injection" from the classifier
+    cues: tuple[str, ...] = ()              # the jailbreak cues found
+
+
+Classifier = Callable[[str], float]
+
+
+class _GuardifyClassifier:
+    """`guardify.detect` as a probability of injection; imported on first use (sklearn is slow to import)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._detect: Callable[[str], dict] | None = None
+
+    def __call__(self, text: str) -> float:
+        if self._detect is None:
+            with self._lock:
+                if self._detect is None:
+                    import guardify  # the weights ship inside the wheel: no hub, no network
+
+                    self._detect = guardify.detect
+        result = self._detect(text)
+        # detect() returns the winning label and its probability; turn it into P(injection).
+        return result["score"] if result["label"] == "injection" else 1.0 - result["score"]
+
+
+# One shared instance so the model is loaded once per process.
+guardify_classifier: Classifier = _GuardifyClassifier()
+
+
+def strong_rule(text: str) -> str | None:
+    """The first strong injection rule matching `text`, or None."""
+    raw = unicodedata.normalize("NFKC", text[:MAX_ANALYSED_CHARS])
+    rule = first_match(STRONG_RULES, normalise(raw)) or first_match(CASE_SENSITIVE_RULES, raw)
+    if rule is None and encoded_payload(raw):
+        rule = "encoded_payload"
+    if rule is None and token_flood(raw.lower()):
+        rule = "token_flood"
+    return rule
+
+
+def jailbreak_cues(text: str) -> tuple[str, ...]:
+    """The distinct jailbreak cues found in `text`."""
+    normalised = normalise(text[:MAX_ANALYSED_CHARS])
+    return tuple(name for name, pattern in JAILBREAK_CUES.items() if pattern.search(normalised))
+
+
+def cue_score(cues: tuple[str, ...]) -> int:
+    return sum(CUE_WEIGHTS.get(cue, 1) for cue in cues)
+
+
+class InjectionDetector:
+    """Rules first (cheap, explainable), then the classifier, then the weighted cues, alone or with
+    the classifier leaning the same way."""
+
+    def __init__(
+        self,
+        classifier: Classifier | None = guardify_classifier,
+        classifier_threshold: float = DEFAULT_CLASSIFIER_THRESHOLD,
+        classifier_support_threshold: float = DEFAULT_CLASSIFIER_SUPPORT_THRESHOLD,
+        cues_with_classifier: int = DEFAULT_CUES_WITH_CLASSIFIER,
+        cues_alone: int = DEFAULT_CUES_ALONE,
+    ) -> None:
+        self.classifier = classifier
+        self.classifier_threshold = classifier_threshold
+        self.classifier_support_threshold = classifier_support_threshold
+        self.cues_with_classifier = cues_with_classifier
+        self.cues_alone = cues_alone
+
+    def check(self, text: str) -> InjectionVerdict:
+        rule = strong_rule(text)
+        if rule:
+            return InjectionVerdict(True, rule)
+        cues = jailbreak_cues(text)
+        score = self.classifier(text[:MAX_ANALYSED_CHARS]) if self.classifier else None
+        if score is not None and score >= self.classifier_threshold:
+            return InjectionVerdict(True, "classifier", score, cues)
+        weight = cue_score(cues)
+        if weight >= self.cues_alone:
+            return InjectionVerdict(True, "cues", score, cues)
+        supported = score is not None and score >= self.classifier_support_threshold
+        if supported and weight >= self.cues_with_classifier:
+            return InjectionVerdict(True, "classifier+cues", score, cues)
+        return InjectionVerdict(False, None, score, cues)

@@ -1,0 +1,106 @@
+"""The router: step 2 of the query path (DESIGN.md §4).
+
+Before any retrieval or model call it decides whether a question is answered at all. Refusals get a
+fixed reply and a machine-readable reason; the only model involved is the tiny TF-IDF injection
+classifier. Questions that pass are tagged "simple" (one retrieval, one answer) or "multi_step".
+
+Order matters:
+1. empty question;
+2. sensitive data (card numbers, secrets) first, so a pasted password goes no further than here;
+3. prompt injection before the length limit, so a long jailbreak is named as one;
+4. too long; 5. request for a person; 6. off-topic.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from citadel.guardrails import pii, topics
+from citadel.guardrails.injection import InjectionDetector
+
+# Longest question accepted, in characters: far above any real question, and it bounds the cost of
+# every later stage (embedding, BM25, prompt).
+DEFAULT_MAX_QUESTION_CHARS = 2_000
+
+Action = Literal["answer", "refuse"]
+Path = Literal["simple", "multi_step"]
+
+EMPTY_QUESTION = "empty_question"
+QUESTION_TOO_LONG = "question_too_long"
+SENSITIVE_DATA = "sensitive_data"
+PROMPT_INJECTION = "prompt_injection"
+HUMAN_REQUESTED = "human_requested"
+OFF_TOPIC = "off_topic"
+
+# The fixed replies. They never echo the question (it may hold a secret or an attack).
+DEFAULT_REPLIES: dict[str, str] = {
+    EMPTY_QUESTION: "Please type a question about your organisation's documents.",
+    QUESTION_TOO_LONG: "That question is too long. Please shorten it to the essential question and ask again.",
+    SENSITIVE_DATA: (
+        "Your message appears to contain a card number, password or other secret, so it was not processed or "
+        "stored. Please remove it and ask again; if you shared a real credential, change it now."
+    ),
+    PROMPT_INJECTION: (
+        "This request looks like an attempt to change how the assistant works, so it was not processed. "
+        "Please ask a question about your organisation's documents."
+    ),
+    HUMAN_REQUESTED: (
+        "This assistant cannot connect you to a person. Please contact your help desk or the team that owns "
+        "the topic; the documents can usually tell you who that is."
+    ),
+    OFF_TOPIC: "I can only answer questions about your organisation's documents. Please ask about those.",
+}
+
+
+@dataclass(frozen=True)
+class RouteDecision:
+    """What to do with a question. `detail` names the rule that fired (for logs and metrics, never
+    the matched text)."""
+
+    action: Action
+    reason: str | None = None
+    reply: str | None = None
+    path: Path | None = None
+    detail: str | None = None
+
+    @property
+    def refused(self) -> bool:
+        return self.action == "refuse"
+
+
+class Router:
+    def __init__(
+        self,
+        injection_detector: InjectionDetector | None = None,
+        max_question_chars: int = DEFAULT_MAX_QUESTION_CHARS,
+        replies: dict[str, str] | None = None,
+        detect_off_topic: bool = True,
+    ) -> None:
+        self.injection_detector = injection_detector or InjectionDetector()
+        self.max_question_chars = max_question_chars
+        self.replies = {**DEFAULT_REPLIES, **(replies or {})}
+        self.detect_off_topic = detect_off_topic
+
+    def route(self, question: str) -> RouteDecision:
+        if not question or not question.strip():
+            return self._refuse(EMPTY_QUESTION)
+        sensitive = pii.sensitive_data_kind(question)
+        if sensitive:
+            return self._refuse(SENSITIVE_DATA, sensitive)
+        verdict = self.injection_detector.check(question)
+        if verdict.flagged:
+            return self._refuse(PROMPT_INJECTION, verdict.rule)
+        if len(question) > self.max_question_chars:
+            return self._refuse(QUESTION_TOO_LONG)
+        person = topics.human_request(question)
+        if person:
+            return self._refuse(HUMAN_REQUESTED, person)
+        unrelated = topics.off_topic(question) if self.detect_off_topic else None
+        if unrelated:
+            return self._refuse(OFF_TOPIC, unrelated)
+        path: Path = "multi_step" if topics.is_multi_step(question) else "simple"
+        return RouteDecision(action="answer", path=path)
+
+    def _refuse(self, reason: str, detail: str | None = None) -> RouteDecision:
+        return RouteDecision(action="refuse", reason=reason, reply=self.replies[reason], detail=detail)
