@@ -5,14 +5,18 @@ from __future__ import annotations
 from typing import Callable, Iterable, Sequence
 
 
-def reciprocal_rank_fusion(rankings: Iterable[Sequence[int]], k: int) -> list[tuple[int, float]]:
-    """Fuse ranked id lists: score(id) = Σ 1 / (k + rank), rank from 1. Ties keep first-seen order."""
+def reciprocal_rank_fusion(
+    rankings: Iterable[Sequence[int]], k: int, weights: Sequence[float] | None = None
+) -> list[tuple[int, float]]:
+    """Fuse ranked id lists: score(id) = Σ w / (k + rank), rank from 1. Ties keep first-seen order."""
     scores: dict[int, float] = {}
-    for ranking in rankings:
+    rankings = list(rankings)
+    weights = weights or [1.0] * len(rankings)
+    for ranking, weight in zip(rankings, weights):
         for rank, item in enumerate(ranking, start=1):
             if item < 0:
                 continue
-            scores[item] = scores.get(item, 0.0) + 1.0 / (k + rank)
+            scores[item] = scores.get(item, 0.0) + weight / (k + rank)
     return sorted(scores.items(), key=lambda pair: -pair[1])
 
 
