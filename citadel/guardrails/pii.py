@@ -57,13 +57,20 @@ _NOT_A_SECRET = (
     r"|going|case|longer|shorter|strong|secure|saved|stored|synced|managed|due|supposed|also|already|always|never|now"
     r"|only|just|over|under|less|more|very|what|which|that|this|it)"
 )
+# Up to two words naming the account between the possessive and the secret ("my GitHub password").
+_SERVICE_WORDS = r"([a-z0-9][\w.-]*\s+){0,2}?"
 _SECRET_WORDS = r"(password|passwd|passphrase|passcode|pin|pwd|pw|api key|secret key|access key|token)"
 
 SECRET_PATTERNS = compile_all({
     # "my password is hunter2", "here's my passcode: 4921"
     "password_shared": (
-        rf"\b(my|our|the|his|her|their)\s+(new\s+|current\s+|old\s+|account\s+|email\s+|vpn\s+|wifi\s+"
-        rf"|wi-fi\s+)?{_SECRET_WORDS}\s+(is|was|=|:)\s+(?!{_NOT_A_SECRET}\b)[\"'`]?\S{{3,}}"
+        rf"\b(my|our|the|his|her|their)\s+{_SERVICE_WORDS}{_SECRET_WORDS}\s+(is|was|=|:)\s+"
+        rf"(?!{_NOT_A_SECRET}\b)[\"'`]?\S{{3,}}"
+    ),
+    # "reset my email password to Summer2024!": a new value with a digit or a symbol in it.
+    "password_set_to": (
+        rf"\b(my|our|the|his|her|their)\s+{_SERVICE_WORDS}{_SECRET_WORDS}\s+to\s+"
+        rf"[\"'`]?(?=\S*[\d!@#$%^&*_+=~])[^\s\"'`]{{4,}}"
     ),
     # "password: Tr0ub4dor&3", "pwd=hunter2": a label then a value with a digit or a symbol.
     "labelled_secret": (

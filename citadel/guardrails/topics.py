@@ -67,7 +67,7 @@ OFF_TOPIC_PATTERNS = compile_all({
         r"\b(tell|give) (me |us )?(a |another |some )?(\w+ )?jokes?\b|\bmake me laugh\b|\bknow any (good )?jokes\b"
     ),
     "weather": (
-        r"\b(what('s| is| will be)|how('s| is)) the weather\b"
+        r"\b(what('s| is| will be)|how('s| is)|what will) the weather\b|\bweather (be|going to be) like\b"
         r"|\bweather (forecast|today|tomorrow|this week(end)?|like)\b|\bwill it (rain|snow) (today|tomorrow|this)\b"
     ),
     "sports": (

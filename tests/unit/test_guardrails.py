@@ -324,3 +324,21 @@ def test_held_out_injection_set_and_handbooks(router):
     planted = bench.evaluate_planted(rows, paragraphs, fp_sample_step=HANDBOOK_SAMPLE_STEP)
     assert planted["planted_recall"]["overall"]["share"] >= MIN_PLANTED_RECALL, planted["planted_recall"]
     assert planted["handbook_flagged_share"] <= MAX_HANDBOOK_FLAGGED, planted["handbook_flagged_list"]
+
+
+@pytest.mark.parametrize("question,reason", [
+    ("My GitHub password is Hunter2!x", "sensitive_data"),
+    ("my okta password is s3cr3t99", "sensitive_data"),
+    ("reset my email password to Summer2024!", "sensitive_data"),
+    ("What will the weather be like in Paris tomorrow?", "off_topic"),
+])
+def test_regression_set_router_gaps_are_refused(question, reason):
+    assert Router().route(question).reason == reason
+
+
+@pytest.mark.parametrize("question", [
+    "Will GitHub Support restore access to my account if I lose my 2FA credentials?",
+    "How do I change my password to something stronger?",
+])
+def test_plain_account_questions_are_answered(question):
+    assert Router().route(question).action == "answer"
