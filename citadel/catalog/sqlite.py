@@ -12,13 +12,15 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, Iterator
 
-from citadel.catalog.base import DocumentRecord, ReadableDoc, StagedVersion
-from citadel.errors import CitadelError, NotFound
+from citadel.catalog.base import DocumentRecord, LatestVersion, ReadableDoc, StagedVersion, decide_next_version
+from citadel.errors import NotFound
 from citadel.types import Principal
 
 # Statuses under which a document may be read at all; everything else is excluded at query time.
 READABLE_STATUS = "published"
 TENANT_WIDE = "tenant"
+# SQLite's default limit on bound parameters is 999; IN lists stay well under it.
+_SQL_PARAMETER_BATCH = 500
 
 
 class SQLiteCatalog:
@@ -119,28 +121,32 @@ class SQLiteCatalog:
     def next_version(
         self, tenant_id: str, document_id: str, content_hash: str, requested: int | None = None
     ) -> tuple[int, bool]:
-        """The version a new upload gets, and whether it is the published content already.
-
-        Re-ingesting identical content is a no-op (idempotent retries); versions are monotonic.
-        """
+        """The version a new upload gets, and whether it is the published content already."""
         rows = self._query(
             "SELECT version, content_hash, status FROM document_versions WHERE tenant_id=? AND document_id=?"
             " ORDER BY version DESC LIMIT 1",
             (tenant_id, document_id),
         )
-        if not rows:
-            return (requested or 1), False
-        latest = rows[0]
-        if latest["content_hash"] == content_hash and latest["status"] == READABLE_STATUS:
-            return latest["version"], True
-        if requested is not None:
-            if requested <= latest["version"]:
-                raise CitadelError(
-                    f"{document_id}: version {requested} is not newer than the latest ({latest['version']})",
-                    code="stale_version",
-                )
-            return requested, False
-        return latest["version"] + 1, False
+        latest = LatestVersion(rows[0]["version"], rows[0]["content_hash"], rows[0]["status"]) if rows else None
+        return decide_next_version(document_id, latest, content_hash, requested)
+
+    def latest_versions(self, tenant_ids: list[str]) -> dict[tuple[str, str], LatestVersion]:
+        """The newest version of every document of these tenants, keyed by (tenant, document)."""
+        latest: dict[tuple[str, str], LatestVersion] = {}
+        for start in range(0, len(tenant_ids), _SQL_PARAMETER_BATCH):
+            batch = tenant_ids[start : start + _SQL_PARAMETER_BATCH]
+            placeholders = ",".join("?" * len(batch))
+            rows = self._query(
+                f"""SELECT v.tenant_id, v.document_id, v.version, v.content_hash, v.status
+                    FROM document_versions v JOIN (
+                        SELECT tenant_id, document_id, MAX(version) AS version FROM document_versions
+                        WHERE tenant_id IN ({placeholders}) GROUP BY tenant_id, document_id
+                    ) m ON m.tenant_id = v.tenant_id AND m.document_id = v.document_id AND m.version = v.version""",
+                tuple(batch),
+            )
+            for r in rows:
+                latest[(r["tenant_id"], r["document_id"])] = LatestVersion(r["version"], r["content_hash"], r["status"])
+        return latest
 
     def manifest(self, tenant_id: str, document_id: str, version: int) -> list[str]:
         rows = self._query(
@@ -209,6 +215,13 @@ class SQLiteCatalog:
         )
         # A new document starts at acl_version 0 and its first group set makes it 1.
         self._replace_groups(db, meta.tenant_id, meta.document_id, list(meta.groups), force=True)
+        # Re-publishing a document that a published successor names in `supersedes` keeps it retired.
+        db.execute(
+            """UPDATE documents SET status='superseded' WHERE tenant_id=? AND document_id=? AND EXISTS (
+                   SELECT 1 FROM documents n WHERE n.tenant_id=documents.tenant_id
+                     AND n.supersedes=documents.document_id AND n.status='published')""",
+            key,
+        )
         if meta.supersedes:
             # A document that names its predecessor retires it in the same transaction.
             db.execute(

@@ -100,3 +100,10 @@ def test_jobs_and_dead_letters(catalog):
     assert catalog.dead_letters("acme") == []
     catalog.finish_job(job, "partial", {"failed": 1})
     assert catalog.get_job(job)["report"] == {"failed": 1}
+
+
+def test_republished_predecessor_stays_superseded(catalog):
+    catalog.publish("acme", "seg1", "tiny", [_stage("discount-2025", 1)], "job1")
+    catalog.publish("acme", "seg2", "tiny", [_stage("discount-2026", 1, supersedes="discount-2025")], "job2")
+    catalog.publish("acme", "seg3", "tiny", [_stage("discount-2025", 2)], "job3")
+    assert set(catalog.readable_documents(STAFF)) == {"discount-2026"}

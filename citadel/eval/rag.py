@@ -1,0 +1,481 @@
+"""`citadel eval rag`: answer quality over the labeled regression set (issue 3, item 8).
+
+The four handbooks in `../shared/data/corpora` are loaded as four tenants (`18f`, `civicactions`,
+`sourcegraph`, `github`), each directory ingested as its root with the tenant-wide group, then a small
+overlay of fictional documents written for the set (`tests/regression/overlay/<tenant>/`: newer
+versions that supersede handbook pages, documents restricted to a group) is ingested on top.
+Building is idempotent through the normal ingestion path and is skipped outright when a stamp in the
+Citadel home says the same files were already loaded with the same embedding model.
+
+Every item goes through `AnswerService.ask` with the item's principal, and the report carries:
+- `citation_accuracy`: answerable items answered with a citation of an expected document (and, when
+  the item names one, a heading containing `expected_heading`) and no forbidden citation, over all
+  answerable items;
+- `source_recall`: answerable items whose expected document is among the passages the retriever
+  returned for the principal or the citations;
+- `refusal_precision` / `refusal_recall`: over the items expected to refuse (a refusal is `refused`);
+- `unsupported_claim_rate`: answer sentences that no cited passage (the cited chunk's whole section)
+  supports by token overlap, over all answer sentences;
+- `leaks`: citations from another tenant or from a document (version) the principal cannot read
+  according to the catalog right after the answer. Must be 0;
+plus `items`, a per-category breakdown and the failures. Items may also name `expected_answer` facts
+(all must appear in the answer; "a|b" accepts either): `answer_accuracy` is the share of answerable
+items whose answer contains them, a stricter check than a right citation (reported, not gated).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import time
+from collections import defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterable, Sequence
+
+REPO = Path(__file__).resolve().parents[2]
+SHARED_DATA = (REPO / ".." / "shared" / "data").resolve()
+DEFAULT_SET = REPO / "tests" / "regression" / "rag_set.jsonl"
+DEFAULT_OVERLAY = REPO / "tests" / "regression" / "overlay"
+TENANT_CORPORA = {
+    "18f": "18f-handbook",
+    "civicactions": "civicactions-handbook",
+    "sourcegraph": "sourcegraph-handbook",
+    "github": "github-site-policy",
+}
+STAMP_NAME = "rag-eval.stamp"
+EXPECTATIONS = ("answer", "refuse")
+SUPPORT_THRESHOLD = 0.6  # share of a sentence's content tokens found in one cited section
+
+Progress = Callable[[str, int, int], None]
+
+
+# --------------------------------------------------------------------------------------- the set
+@dataclass(frozen=True)
+class RagItem:
+    id: str
+    category: str
+    tenant: str
+    user: str
+    groups: tuple[str, ...]
+    question: str
+    expect: str
+    expected_documents: tuple[str, ...] = ()
+    expected_heading: str | None = None
+    expected_reason: str | None = None
+    must_not_cite_documents: tuple[str, ...] = ()
+    expected_answer: tuple[str, ...] = ()  # facts that must all appear in the answer; "a|b" = either
+
+    @property
+    def answerable(self) -> bool:
+        return self.expect == "answer"
+
+
+def load_set(path: Path | str = DEFAULT_SET) -> list[RagItem]:
+    """Read and validate the JSONL set: unique ids, known expectations, documents for answers."""
+    items: list[RagItem] = []
+    seen: set[str] = set()
+    for number, line in enumerate(Path(path).read_text(encoding="utf-8").splitlines(), start=1):
+        if not line.strip() or line.lstrip().startswith("#"):
+            continue
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as error:
+            raise ValueError(f"{path}:{number}: not JSON ({error})") from error
+        item = RagItem(
+            id=str(record["id"]),
+            category=str(record["category"]),
+            tenant=str(record["tenant"]),
+            user=str(record.get("user") or "eval-user"),
+            groups=tuple(str(g) for g in record.get("groups") or ()),
+            question=str(record["question"]),
+            expect=str(record["expect"]),
+            expected_documents=tuple(record.get("expected_documents") or ()),
+            expected_heading=record.get("expected_heading") or None,
+            expected_reason=record.get("expected_reason") or None,
+            must_not_cite_documents=tuple(record.get("must_not_cite_documents") or ()),
+            expected_answer=tuple(str(f) for f in record.get("expected_answer") or ()),
+        )
+        if item.id in seen:
+            raise ValueError(f"{path}:{number}: duplicate id {item.id!r}")
+        if item.expect not in EXPECTATIONS:
+            raise ValueError(f"{path}:{number}: expect must be one of {EXPECTATIONS}, got {item.expect!r}")
+        if item.answerable and not item.expected_documents:
+            raise ValueError(f"{path}:{number}: an answerable item needs expected_documents")
+        seen.add(item.id)
+        items.append(item)
+    return items
+
+
+# ------------------------------------------------------------------------------------- building
+def _fingerprint(paths: Iterable[Path], embedding: str) -> str:
+    """Identifies what a home was built from: every file's path, size and mtime, and the embedder."""
+    digest = hashlib.sha256(embedding.encode())
+    for root in paths:
+        if not root.exists():
+            continue
+        for path in sorted(p for p in root.rglob("*") if p.is_file()):
+            stat = path.stat()
+            digest.update(f"{path}|{stat.st_size}|{int(stat.st_mtime)}\n".encode())
+    return digest.hexdigest()
+
+
+def build_tenants(runtime, data_dir: Path | str = SHARED_DATA, overlay_dir: Path | str = DEFAULT_OVERLAY,
+                  progress: Progress | None = None, force: bool = False) -> dict[str, Any]:
+    """Load the four handbooks, then the overlay, into the runtime's home (once per home).
+
+    Returns {"skipped": bool, "seconds": float, "tenants": {tenant: {"handbook": report, "overlay": report}}}.
+    """
+    from citadel.ingestion import AclSpec, discover
+
+    data_dir, overlay_dir = Path(data_dir), Path(overlay_dir)
+    corpora = {tenant: data_dir / "corpora" / name for tenant, name in TENANT_CORPORA.items()}
+    missing = [str(p) for p in corpora.values() if not p.is_dir()]
+    if missing:
+        raise FileNotFoundError(f"handbook corpora not found: {', '.join(missing)}")
+    stamp = Path(runtime.config.home) / STAMP_NAME
+    embedding = runtime.config.embedding
+    fingerprint = _fingerprint([*corpora.values(), overlay_dir], f"{embedding.backend}:{embedding.dim}")
+    if not force and stamp.exists() and stamp.read_text().strip() == fingerprint:
+        return {"skipped": True, "seconds": 0.0, "tenants": {}}
+    started = time.perf_counter()
+    ingestor = runtime.ingestor(progress=progress)
+    tenants: dict[str, Any] = {}
+    for tenant, corpus in corpora.items():
+        reports = {"handbook": _summary(ingestor.ingest(tenant, discover([corpus]), AclSpec.from_groups(["*"]),
+                                                        actor="eval-rag"))}
+        overlay = overlay_dir / tenant
+        if overlay.is_dir():
+            # Front matter groups restrict a document; everything else is tenant-wide.
+            reports["overlay"] = _summary(ingestor.ingest(tenant, discover([overlay]), AclSpec.from_groups(["*"]),
+                                                          actor="eval-rag"))
+        tenants[tenant] = reports
+    # Files the handbooks themselves make unusable (no text, bad metadata) fail the same way on every
+    # run and stay in the dead-letter table; they do not make the next run rebuild.
+    stamp.parent.mkdir(parents=True, exist_ok=True)
+    stamp.write_text(fingerprint + "\n")
+    return {"skipped": False, "seconds": round(time.perf_counter() - started, 1), "tenants": tenants}
+
+
+def _summary(report) -> dict[str, Any]:
+    data = report.to_dict()
+    summary = {key: data[key] for key in ("status", "documents", "published", "unchanged", "failed", "chunks",
+                                          "partition_chunks", "seconds")}
+    summary["not_published"] = [{"source": f["source"], "status": f["status"], "code": f.get("code")}
+                                for f in data["files"] if f["status"] in ("failed", "skipped")]
+    return summary
+
+
+# ------------------------------------------------------------------------------------ evaluating
+_MARKER = re.compile(r"\[(?:\d+(?:\s*[,;]\s*\d+)*)\]")
+_SPACE_BEFORE_PUNCTUATION = re.compile(r"[ \t]+([.,;:!?])")
+_SENTENCE_SPLIT = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9\"'(*])|\n+")
+_TOKEN = re.compile(r"[a-z0-9]+(?:[.,'][a-z0-9]+)*")
+_STOPWORDS = frozenset("""a an and are as at be been but by can could did do does for from had has have he her his how i if in
+into is it its may me might must my no not of on or our shall she should so than that the their them then there these
+they this those to too under up us was we were what when where which while who whom why will with would you your
+about after all also any before both each more most other over only own same such very just than s t""".split())
+
+
+def _get(obj: Any, name: str, default: Any = None) -> Any:
+    if isinstance(obj, dict):
+        return obj.get(name, default)
+    return getattr(obj, name, default)
+
+
+def _content_tokens(text: str) -> list[str]:
+    return [t for t in _TOKEN.findall(text.lower()) if t not in _STOPWORDS and len(t) > 1]
+
+
+def answer_sentences(answer: str) -> list[str]:
+    """The claims of an answer: its sentences without citation markers, skipping fragments."""
+    text = _SPACE_BEFORE_PUNCTUATION.sub(r"\1", _MARKER.sub("", answer or ""))
+    sentences = []
+    for piece in _SENTENCE_SPLIT.split(text):
+        piece = " ".join(piece.split()).strip(" -*•>")
+        if len(_content_tokens(piece)) >= 3:
+            sentences.append(piece)
+    return sentences
+
+
+def _squash(text: str) -> str:
+    return " ".join(text.lower().split())
+
+
+def contains_facts(answer: str, facts: Sequence[str]) -> bool:
+    """Every fact appears in the answer (case and spacing ignored); a fact "a|b" accepts either."""
+    text = _squash(_MARKER.sub("", answer))
+    return all(any(_squash(alternative) in text for alternative in fact.split("|")) for fact in facts)
+
+
+def supported(sentence: str, passages: Sequence[str], threshold: float = SUPPORT_THRESHOLD) -> bool:
+    """True when one passage contains at least `threshold` of the sentence's content tokens."""
+    tokens = _content_tokens(sentence)
+    if not tokens:
+        return True
+    for passage in passages:
+        vocabulary = set(_content_tokens(passage))
+        if sum(t in vocabulary for t in tokens) / len(tokens) >= threshold:
+            return True
+    return False
+
+
+class _SectionTexts:
+    """Citation → the text of the cited chunk's whole section (what the generator was shown)."""
+
+    def __init__(self, runtime):
+        self._partitions = runtime.partitions
+        self._index: dict[str, tuple[dict[str, int], dict[tuple, list[int]], Any]] = {}
+
+    def _tenant(self, tenant: str):
+        if tenant not in self._index:
+            partition = self._partitions.get(tenant)
+            by_chunk: dict[str, int] = {}
+            by_section: dict[tuple, list[int]] = defaultdict(list)
+            if partition is not None:
+                table = partition.table
+                columns = [table.column(n).to_pylist() for n in ("chunk_id", "document_id", "version", "section_index")]
+                for row, (chunk_id, document, version, section) in enumerate(zip(*columns)):
+                    by_chunk[chunk_id] = row
+                    by_section[(document, version, section)].append(row)
+            self._index[tenant] = (by_chunk, by_section, partition)
+        return self._index[tenant]
+
+    def text(self, chunk_id: str) -> str:
+        tenant = chunk_id.split(":", 1)[0]
+        by_chunk, by_section, partition = self._tenant(tenant)
+        row = by_chunk.get(chunk_id)
+        if row is None:
+            return ""
+        first = partition.row(row)
+        rows = by_section.get((first["document_id"], first["version"], first["section_index"]), [row])
+        return "\n".join(partition.row(r)["text"] for r in rows)
+
+
+@dataclass
+class ItemResult:
+    item: RagItem
+    refused: bool
+    reason: str | None
+    cited: list[dict[str, Any]]
+    retrieved_documents: list[str]
+    sentences: int = 0
+    unsupported: int = 0
+    leaks: list[str] = field(default_factory=list)
+    forbidden: list[str] = field(default_factory=list)
+    cited_correctly: bool = False
+    source_found: bool = False
+    facts_found: bool | None = None  # None: the item names no expected facts
+    seconds: float = 0.0
+    error: str | None = None
+
+    @property
+    def passed(self) -> bool:
+        if self.error:
+            return False
+        if self.item.answerable:
+            return self.cited_correctly and not self.leaks
+        reason_ok = self.item.expected_reason is None or self.reason == self.item.expected_reason
+        return self.refused and reason_ok and not self.leaks and not self.forbidden
+
+    def failure(self) -> dict[str, Any]:
+        why = []
+        if self.error:
+            why.append(f"error: {self.error}")
+        if self.item.answerable:
+            if self.refused:
+                why.append(f"refused ({self.reason})")
+            elif not self.cited_correctly:
+                why.append("no citation of an expected document" +
+                           (f" under a heading containing {self.item.expected_heading!r}" if self.item.expected_heading else ""))
+            if not self.refused and self.facts_found is False:
+                why.append("answer lacks an expected fact")
+        else:
+            if not self.refused:
+                why.append("answered instead of refusing")
+            elif self.item.expected_reason and self.reason != self.item.expected_reason:
+                why.append(f"reason {self.reason!r}, expected {self.item.expected_reason!r}")
+        if self.forbidden:
+            why.append(f"cited forbidden documents {sorted(set(self.forbidden))}")
+        if self.leaks:
+            why.append(f"leaked {self.leaks}")
+        return {
+            "id": self.item.id,
+            "category": self.item.category,
+            "tenant": self.item.tenant,
+            "question": self.item.question,
+            "expect": self.item.expect,
+            "expected_documents": list(self.item.expected_documents),
+            "refused": self.refused,
+            "reason": self.reason,
+            "cited": [f"{c['document_id']} | {c.get('heading') or ''}" for c in self.cited],
+            "why": "; ".join(why),
+        }
+
+
+def evaluate_item(runtime, item: RagItem, sections: _SectionTexts) -> ItemResult:
+    from citadel.types import Principal
+
+    principal = Principal(item.tenant, item.user, frozenset(item.groups))
+    started = time.perf_counter()
+    try:
+        response = runtime.answer_service.ask(principal, item.question)
+    except Exception as error:  # an item that crashes the service is a failure, not the end of the run
+        return ItemResult(item, False, None, [], [], error=f"{type(error).__name__}: {error}",
+                          seconds=time.perf_counter() - started)
+    seconds = time.perf_counter() - started
+    refused = bool(_get(response, "refused", False))
+    reason = _get(response, "reason")
+    cited = [{k: _get(c, k) for k in ("chunk_id", "document_id", "version", "heading", "page")}
+             for c in (_get(response, "citations") or [])]
+    retrieved = _retrieved_documents(runtime, principal, item.question, response)
+    result = ItemResult(item, refused, reason, cited, retrieved, seconds=seconds)
+
+    readable = runtime.catalog.readable_documents(principal)
+    for citation in cited:
+        chunk_tenant = str(citation["chunk_id"] or "").split(":", 1)[0]
+        current = readable.get(citation["document_id"])
+        if chunk_tenant != item.tenant:
+            result.leaks.append(f"{citation['chunk_id']} (tenant {chunk_tenant})")
+        elif current is None:
+            result.leaks.append(f"{citation['chunk_id']} (not readable)")
+        elif citation["version"] is not None and int(citation["version"]) != current.version:
+            result.leaks.append(f"{citation['chunk_id']} (stale version)")
+        if citation["document_id"] in item.must_not_cite_documents:
+            result.forbidden.append(citation["document_id"])
+
+    if item.answerable:
+        heading = (item.expected_heading or "").lower()
+        result.cited_correctly = not refused and not result.forbidden and any(
+            c["document_id"] in item.expected_documents and heading in str(c["heading"] or "").lower()
+            for c in cited)
+        result.source_found = any(d in item.expected_documents for d in retrieved) or any(
+            c["document_id"] in item.expected_documents for c in cited)
+        if item.expected_answer:
+            result.facts_found = not refused and contains_facts(str(_get(response, "answer") or ""),
+                                                                item.expected_answer)
+
+    if not refused:
+        texts = [sections.text(c["chunk_id"]) for c in cited if c["chunk_id"]]
+        claims = answer_sentences(str(_get(response, "answer") or ""))
+        result.sentences = len(claims)
+        result.unsupported = sum(not supported(s, texts) for s in claims)
+    return result
+
+
+def _retrieved_documents(runtime, principal, question: str, response) -> list[str]:
+    """Documents of the passages the answer drew on: from the response when it carries them, else
+    from the retriever for the same principal (the passages the generator could have been shown)."""
+    passages = _get(response, "passages")
+    if passages is None:
+        try:
+            passages = runtime.retriever.retrieve(principal, question).passages
+        except Exception:  # source recall is a diagnostic; a failure here must not fail the item
+            passages = []
+    return [str(_get(p, "document_id")) for p in passages]
+
+
+def _ratio(numerator: float, denominator: float, empty: float = 1.0) -> float:
+    return round(numerator / denominator, 4) if denominator else empty
+
+
+def summarise(results: Sequence[ItemResult], seconds: float | None = None) -> dict[str, Any]:
+    answerable = [r for r in results if r.item.answerable]
+    expected_refusals = [r for r in results if not r.item.answerable]
+    predicted_refusals = [r for r in results if r.refused]
+    true_refusals = [r for r in expected_refusals if r.refused]
+    with_reason = [r for r in true_refusals if r.item.expected_reason]
+    with_facts = [r for r in answerable if r.item.expected_answer]
+    sentences = sum(r.sentences for r in results)
+    categories: dict[str, dict[str, Any]] = {}
+    for r in results:
+        entry = categories.setdefault(r.item.category, {"items": 0, "passed": 0, "refused": 0})
+        entry["items"] += 1
+        entry["passed"] += int(r.passed)
+        entry["refused"] += int(r.refused)
+    for entry in categories.values():
+        entry["pass_rate"] = _ratio(entry["passed"], entry["items"])
+    latencies = sorted(r.seconds for r in results)
+    report = {
+        "items": len(results),
+        "answerable": len(answerable),
+        "expected_refusals": len(expected_refusals),
+        "citation_accuracy": _ratio(sum(r.cited_correctly for r in answerable), len(answerable)),
+        "source_recall": _ratio(sum(r.source_found for r in answerable), len(answerable)),
+        "refusal_precision": _ratio(len(true_refusals), len(predicted_refusals)),
+        "refusal_recall": _ratio(len(true_refusals), len(expected_refusals)),
+        "refusal_reason_accuracy": _ratio(sum(r.reason == r.item.expected_reason for r in with_reason), len(with_reason)),
+        "answer_accuracy": _ratio(sum(bool(r.facts_found) for r in with_facts), len(with_facts)),
+        "answered_when_answerable": _ratio(sum(not r.refused for r in answerable), len(answerable)),
+        "unsupported_claim_rate": _ratio(sum(r.unsupported for r in results), sentences, empty=0.0),
+        "answer_sentences": sentences,
+        "leaks": sum(len(r.leaks) for r in results),
+        "forbidden_citations": sum(len(r.forbidden) for r in results),
+        "errors": sum(r.error is not None for r in results),
+        "p50_ask_ms": round(1000 * latencies[len(latencies) // 2], 1) if latencies else 0.0,
+        "categories": dict(sorted(categories.items())),
+        "failures": [r.failure() for r in results if not r.passed],
+        # Answered items whose text lacks an expected fact, whether or not their citation was right.
+        "answer_misses": [r.item.id for r in with_facts if r.facts_found is False],
+    }
+    if seconds is not None:
+        report["seconds"] = round(seconds, 1)
+    return report
+
+
+def evaluate(runtime, items: Sequence[RagItem], progress: Progress | None = None) -> dict[str, Any]:
+    """Run every item through the answer service and summarise (see the module docstring)."""
+    started = time.perf_counter()
+    sections = _SectionTexts(runtime)
+    results = []
+    for done, item in enumerate(items, start=1):
+        results.append(evaluate_item(runtime, item, sections))
+        if progress:
+            progress("ask", done, len(items))
+    return summarise(results, time.perf_counter() - started)
+
+
+def run(runtime, set_path: Path | str = DEFAULT_SET, data_dir: Path | str = SHARED_DATA,
+        overlay_dir: Path | str = DEFAULT_OVERLAY, progress: Progress | None = None) -> dict[str, Any]:
+    """Build the tenants (once per home) and evaluate the set; the report carries the build too."""
+    items = load_set(set_path)
+    build = build_tenants(runtime, data_dir, overlay_dir, progress=progress)
+    report = evaluate(runtime, items, progress=progress)
+    report["build"] = {"skipped": build["skipped"], "seconds": build["seconds"],
+                       "not_published": {tenant: [f"{f['source'].rsplit('/corpora/', 1)[-1]} ({f['code']})"
+                                                  for r in reports.values() for f in r["not_published"]]
+                                         for tenant, reports in build["tenants"].items()}}
+    return report
+
+
+HEADLINE = ("citation_accuracy", "source_recall", "refusal_precision", "refusal_recall",
+            "unsupported_claim_rate", "leaks", "items")
+DETAIL = ("answer_accuracy", "refusal_reason_accuracy", "forbidden_citations", "errors", "p50_ask_ms")
+
+
+def format_table(report: dict[str, Any]) -> str:
+    lines = [f"{key:<24} {report[key]}" for key in (*HEADLINE, *DETAIL)]
+    lines.append("")
+    lines.append(f"{'category':<18} {'items':>5} {'passed':>6} {'rate':>6}")
+    for name, entry in report["categories"].items():
+        lines.append(f"{name:<18} {entry['items']:>5} {entry['passed']:>6} {entry['pass_rate']:>6.2f}")
+    if report["failures"]:
+        lines.append("")
+        lines.append(f"failures ({len(report['failures'])}):")
+        for failure in report["failures"]:
+            lines.append(f"  {failure['id']} [{failure['tenant']}] {failure['why']}: {failure['question']}")
+    return "\n".join(lines)
+
+
+# CI thresholds (issue 3 acceptance): the regression test and `eval rag --strict` fail below them.
+THRESHOLDS = {"citation_accuracy": 0.9, "refusal_precision": 0.9, "refusal_recall": 0.9}
+MAX_LEAKS = 0
+
+
+def threshold_failures(report: dict[str, Any]) -> list[str]:
+    """Human-readable reasons the report misses the CI thresholds (empty when it passes)."""
+    failures = [f"{key} {report[key]} < {minimum}" for key, minimum in THRESHOLDS.items() if report[key] < minimum]
+    if report["leaks"] > MAX_LEAKS:
+        failures.append(f"leaks {report['leaks']} > {MAX_LEAKS}")
+    return failures
