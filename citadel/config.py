@@ -65,6 +65,9 @@ class RetrievalConfig(_Section):
         0.05, description="... or when it is at most this share of the partition."
     )
     rrf_k: int = Field(60, description="Reciprocal-rank fusion constant.")
+    rrf_vector_weight: float = Field(
+        1.0, description="Weight of the vector leg in fusion (the BM25 leg has weight 1); tune on train data."
+    )
     max_chunks_per_document: int = Field(2, description="Cap of chunks per document after fusion.")
 
 
@@ -127,6 +130,40 @@ class AnswerConfig(_Section):
     )
 
 
+class IngestPipelineConfig(_Section):
+    """The Ray Data ingestion pipeline (indexing/pipeline.py) and the local Ray instance it starts."""
+
+    engine: Literal["auto", "ray", "local"] = Field(
+        "auto", description="`citadel ingest` engine. auto: Ray Data when ray is importable, else in-process."
+    )
+    parse_actors: int = Field(1, ge=1, description="Parse+chunk actors (cheap next to embedding).")
+    parse_cpus: float = Field(0.25, gt=0, description="Logical CPUs each parse actor reserves.")
+    parse_batch_documents: int = Field(8, ge=1, description="Documents per parse+chunk call.")
+    embed_actors: int = Field(1, ge=1, description="Size of the embedding actor pool.")
+    embed_batch_size: int = Field(64, ge=1, description="Chunks per embed call (one model forward batch).")
+    embed_dtype: Literal["float32", "float16"] = Field(
+        "float32", description="Dtype the embeddings land in (staged chunk tables, object store)."
+    )
+    embed_torch_threads: int = Field(
+        0, ge=0, description="torch CPU threads per embed actor; 0 = the instance's CPUs split among the actors."
+    )
+    embed_num_gpus: float = Field(
+        0.0, ge=0, description="GPU share per embed actor; above 0 the actor runs the model on CUDA in fp16."
+    )
+    write_cpus: float = Field(0.25, gt=0, description="Logical CPUs of the actor writing staged partition tables.")
+    blocks_per_actor: int = Field(4, ge=1, description="Input blocks per actor, so every actor gets work.")
+    build_cpus: int = Field(1, ge=1, description="CPUs (and index build threads) of each segment build task.")
+    tiny_pack_chunks: int = Field(
+        50_000, ge=1, description="Tiny tenants share one build task up to this many chunks (each keeps its own index)."
+    )
+    ray_num_cpus: int = Field(0, ge=0, description="Logical CPUs of the local Ray instance; 0 = os.cpu_count().")
+    ray_object_store_mb: int = Field(1024, ge=80, description="Object store memory of the local Ray instance (MB).")
+    ray_auth_mode: Literal["token", "disabled"] = Field(
+        "token", description="RAY_AUTH_MODE for the local instance (Ray 2.60 defaults to token auth)."
+    )
+    worker_niceness: int = Field(15, ge=0, le=19, description="Nice value of Ray worker processes.")
+
+
 class CitadelConfig(_Section):
     """The root. Every component receives the section it needs."""
 
@@ -137,6 +174,7 @@ class CitadelConfig(_Section):
     retrieval: RetrievalConfig = Field(default_factory=RetrievalConfig)
     ingest: IngestConfig = Field(default_factory=IngestConfig)
     answer: AnswerConfig = Field(default_factory=AnswerConfig)
+    ingest_pipeline: IngestPipelineConfig = Field(default_factory=IngestPipelineConfig)
 
     @property
     def catalog_path(self) -> Path:

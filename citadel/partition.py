@@ -39,6 +39,8 @@ BM25_DIR = "bm25"
 TMP_PREFIX = ".tmp-"
 TIER_BACKEND = {"tiny": "exact", "hot": "hnsw", "cold": "diskann"}
 CHECKSUM_BLOCK = 1 << 20
+PROBE_TOP_K = 10
+PROBE_EF_SEARCH = 256  # search budget of a pre-publish probe (HNSW efSearch, DiskANN list size)
 
 CHUNK_SCHEMA = pa.schema(
     [
@@ -103,23 +105,34 @@ class SegmentSpec:
     dim: int
 
 
-def _index_params(backend: str, config: IndexConfig) -> dict:
+# The keyword each backend takes for its build thread count.
+_BUILD_THREADS_PARAM = {"hnsw": "num_threads", "diskann": "build_threads"}
+
+
+def _index_params(backend: str, config: IndexConfig, build_threads: int | None = None) -> dict:
+    params: dict = {}
     if backend == "hnsw":
-        return {"m": config.hnsw_m, "ef_construction": config.hnsw_ef_construction,
-                "ef_search": config.hnsw_ef_search, "storage": config.hnsw_storage}
-    return {}
+        params = {"m": config.hnsw_m, "ef_construction": config.hnsw_ef_construction,
+                  "ef_search": config.hnsw_ef_search, "storage": config.hnsw_storage}
+    if build_threads and backend in _BUILD_THREADS_PARAM:
+        params[_BUILD_THREADS_PARAM[backend]] = build_threads
+    return params
 
 
 def build_segment(root: Path, spec: SegmentSpec, table: pa.Table, vectors: np.ndarray,
-                  config: IndexConfig) -> Path:
-    """Write a complete segment under `root` and return its final directory."""
+                  config: IndexConfig, build_threads: int | None = None) -> Path:
+    """Write a complete segment under `root` and return its final directory.
+
+    `build_threads` caps the index build's threads (a Ray build task owns only its CPUs); None keeps
+    each backend's default.
+    """
     if table.num_rows != len(vectors):
         raise VerificationFailed(f"{table.num_rows} chunks but {len(vectors)} vectors")
     segment_id = f"{time.strftime('%Y%m%dT%H%M%S')}-{uuid.uuid4().hex[:8]}"
     tmp = root / f"{TMP_PREFIX}{segment_id}"
     tmp.mkdir(parents=True)
     try:
-        _write_segment_files(tmp, spec, table, vectors, config)
+        _write_segment_files(tmp, spec, table, vectors, config, build_threads)
         final = root / segment_id
         os.replace(tmp, final)
         return final
@@ -129,13 +142,13 @@ def build_segment(root: Path, spec: SegmentSpec, table: pa.Table, vectors: np.nd
 
 
 def _write_segment_files(directory: Path, spec: SegmentSpec, table: pa.Table, vectors: np.ndarray,
-                         config: IndexConfig) -> None:
+                         config: IndexConfig, build_threads: int | None = None) -> None:
     pq.write_table(table, directory / CHUNKS)
     np.save(directory / VECTORS, np.ascontiguousarray(vectors, dtype=np.float32))
     ids = np.arange(table.num_rows, dtype=np.int64)
     backend = TIER_BACKEND[spec.tier]
     if backend != "exact" and table.num_rows:
-        index = make_vector_index(backend, spec.dim, **_index_params(backend, config))
+        index = make_vector_index(backend, spec.dim, **_index_params(backend, config, build_threads))
         index.add(vectors, ids)
         index.save(directory / VECTOR_DIR)
     bm25 = BM25Index()
@@ -227,7 +240,8 @@ def verify_segment(directory: Path, expected_rows: int, probe_rows: Sequence[int
 def _probe_vector(partition: Partition, row: int) -> None:
     index = partition.ann or partition.exact
     query = np.asarray(partition.vectors[row : row + 1], dtype=np.float32)
-    _, ids = index.search(query, 10)
+    # A probe checks that the index holds and returns this chunk, not recall at the serving budget.
+    _, ids = index.search(query, PROBE_TOP_K, ef_search=PROBE_EF_SEARCH)
     if row not in ids[0].tolist():
         raise VerificationFailed(f"probe: chunk row {row} not found by its own vector")
 

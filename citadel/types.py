@@ -22,6 +22,11 @@ def make_chunk_id(tenant_id: str, document_id: str, version: int, ordinal: int) 
     return f"{tenant_id}:{document_id}:v{version}:{ordinal:04d}"
 
 
+def embed_text_for(context_header: str, text: str) -> str:
+    """The text that is embedded for a chunk: its context header, then its text."""
+    return f"{context_header}\n{text}"
+
+
 @dataclass(frozen=True)
 class Block:
     """One indivisible unit of a section: a paragraph, a whole table or a whole code block."""
@@ -75,7 +80,7 @@ class Chunk:
     @property
     def embed_text(self) -> str:
         """The text that is embedded: the context header then the chunk text."""
-        return f"{self.context_header}\n{self.text}"
+        return embed_text_for(self.context_header, self.text)
 
     @property
     def has_location(self) -> bool:

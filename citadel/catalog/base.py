@@ -5,7 +5,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from citadel.errors import CitadelError
 from citadel.types import DocumentMeta, Principal
+
+# The only status under which re-ingesting identical content is a no-op.
+PUBLISHED_STATUS = "published"
 
 
 @dataclass(frozen=True)
@@ -46,6 +50,37 @@ class StagedVersion:
     chunk_hashes: tuple[str, ...]
 
 
+@dataclass(frozen=True)
+class LatestVersion:
+    """The newest recorded version of one document: what decides the next upload's version."""
+
+    version: int
+    content_hash: str
+    status: str
+
+
+def decide_next_version(
+    document_id: str, latest: LatestVersion | None, content_hash: str, requested: int | None = None
+) -> tuple[int, bool]:
+    """The version a new upload gets, and whether it is the published content already.
+
+    Re-ingesting identical content is a no-op (idempotent retries); versions are monotonic. Pure, so
+    the catalog and a snapshot of it (the Ray pipeline's parse workers) decide identically.
+    """
+    if latest is None:
+        return (requested or 1), False
+    if latest.content_hash == content_hash and latest.status == PUBLISHED_STATUS:
+        return latest.version, True
+    if requested is not None:
+        if requested <= latest.version:
+            raise CitadelError(
+                f"{document_id}: version {requested} is not newer than the latest ({latest.version})",
+                code="stale_version",
+            )
+        return requested, False
+    return latest.version + 1, False
+
+
 class Catalog(Protocol):
     # tenants
     def ensure_tenant(self, tenant_id: str) -> None: ...
@@ -53,7 +88,9 @@ class Catalog(Protocol):
 
     # documents and versions
     def get_document(self, tenant_id: str, document_id: str) -> DocumentRecord | None: ...
-    def next_version(self, tenant_id: str, document_id: str, content_hash: str) -> tuple[int, bool]: ...
+    def next_version(self, tenant_id: str, document_id: str, content_hash: str,
+                     requested: int | None = None) -> tuple[int, bool]: ...
+    def latest_versions(self, tenant_ids: list[str]) -> dict[tuple[str, str], LatestVersion]: ...
     def list_documents(self, tenant_id: str) -> list[DocumentRecord]: ...
     def manifest(self, tenant_id: str, document_id: str, version: int) -> list[str]: ...
 

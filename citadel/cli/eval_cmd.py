@@ -20,6 +20,7 @@ def beir(
     mode: str = typer.Option("hybrid", "--mode", help="bm25 | dense | hybrid | hybrid+rerank | all"),
     tenant: str = typer.Option("beir-scifact", "--tenant", help="Tenant the corpus is indexed under."),
     limit: Optional[int] = typer.Option(None, "--limit", help="Evaluate only the first N queries."),
+    rerank_depth: int = typer.Option(50, "--rerank-depth", help="Fused candidates the reranker reorders."),
     as_json: bool = typer.Option(False, "--json"),
     config: Optional[Path] = typer.Option(None, "--config"),
 ) -> None:
@@ -35,7 +36,7 @@ def beir(
     with context:
         ensure_indexed(runtime, tenant, dataset, progress=update)
     reranker = _reranker(runtime) if "hybrid+rerank" in modes else None
-    ranker = ModeRanker(runtime, tenant, depth=RECALL_K, reranker=reranker)
+    ranker = ModeRanker(runtime, tenant, depth=RECALL_K, reranker=reranker, rerank_depth=rerank_depth)
     rows = [evaluate(ranker, dataset, m, limit) for m in modes]
     if as_json:
         print(json.dumps(rows[0] if len(rows) == 1 else {"rows": rows}, indent=1))
@@ -50,3 +51,25 @@ def _reranker(runtime: Runtime):
     except ImportError:
         return None
     return make_reranker(runtime.config)
+
+
+@app.command("rag")
+def rag(
+    set_file: Optional[Path] = typer.Option(None, "--set", help="Labeled set (JSONL); default: tests/regression/rag_set.jsonl."),
+    data: Optional[Path] = typer.Option(None, "--data", help="Shared data directory holding corpora/ (default ../shared/data)."),
+    overlay: Optional[Path] = typer.Option(None, "--overlay", help="Overlay documents, one folder per tenant."),
+    as_json: bool = typer.Option(False, "--json"),
+    strict: bool = typer.Option(False, "--strict", help="Exit 1 below the CI thresholds or on any leak."),
+    config: Optional[Path] = typer.Option(None, "--config"),
+) -> None:
+    """Load the four handbook tenants (once per home) and score answers on the labeled set."""
+    from citadel.eval import rag as rag_eval
+
+    runtime = Runtime(config_path=config)
+    update, context = make_progress()
+    with context:
+        report = rag_eval.run(runtime, set_file or rag_eval.DEFAULT_SET, data or rag_eval.SHARED_DATA,
+                              overlay or rag_eval.DEFAULT_OVERLAY, progress=update)
+    print(json.dumps(report, indent=1) if as_json else rag_eval.format_table(report))
+    if strict and rag_eval.threshold_failures(report):
+        raise typer.Exit(code=1)

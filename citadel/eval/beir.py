@@ -16,7 +16,6 @@ from pathlib import Path
 from typing import Callable
 
 from citadel.eval.metrics import mrr_at_k, ndcg_at_k, percentile, recall_at_k
-from citadel.retrieval.fusion import reciprocal_rank_fusion
 from citadel.types import Block, ParsedDocument, Principal, Section
 
 MODES = ("bm25", "dense", "hybrid", "hybrid+rerank")
@@ -84,7 +83,6 @@ class ModeRanker:
         self._partition, self._allowed = self._retriever.scope(self._principal)
         self._documents = self._partition.table.column("document_id").to_pylist()
         self._depth = depth
-        self._rrf_k = runtime.config.retrieval.rrf_k
         self._reranker = reranker
         self._rerank_depth = rerank_depth
 
@@ -97,7 +95,7 @@ class ModeRanker:
         elif mode == "dense":
             rows = legs.vector
         else:
-            rows = [row for row, _ in reciprocal_rank_fusion([legs.vector, legs.keyword], self._rrf_k)]
+            rows = [row for row, _ in self._retriever.fuse(legs)]
         ranked = _dedupe([self._documents[r] for r in rows])
         if mode == "hybrid+rerank" and self._reranker is not None:
             ranked = self._rerank(query, rows, ranked)

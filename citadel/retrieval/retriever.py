@@ -72,13 +72,18 @@ class Retriever:
         plan = self.plan(len(allowed), len(partition))
         degraded: list[str] = []
         candidates = self.legs(partition, query, allowed, plan, degraded, timings)
-        fused = reciprocal_rank_fusion([candidates.vector, candidates.keyword], self._config.rrf_k)
+        fused = self.fuse(candidates)
         capped = cap_per_document(fused, lambda row: partition.row(row)["document_id"],
                                   self._config.max_chunks_per_document)
         started = time.perf_counter()
         passages = self._live_checked(principal, partition, capped, top_k)
         timings["recheck_ms"] = _ms_since(started)
         return RetrievalResult(request_id, plan, passages, degraded, timings, len(allowed))
+
+    def fuse(self, candidates: Candidates) -> list[tuple[int, float]]:
+        """Reciprocal-rank fusion of the two legs with the configured k and vector-leg weight."""
+        return reciprocal_rank_fusion([candidates.vector, candidates.keyword], self._config.rrf_k,
+                                      weights=(self._config.rrf_vector_weight, 1.0))
 
     def plan(self, readable_rows: int, partition_rows: int) -> str:
         """exact when the readable set is small in absolute terms or as a share, else ann."""

@@ -16,6 +16,7 @@ DOC = "# Hotel policy\n\n## Limit\n\nThe hotel limit is 220 USD per night.\n"
 def cli(tmp_path, monkeypatch):
     monkeypatch.setenv("CITADEL_HOME", str(tmp_path / "home"))
     monkeypatch.setenv("CITADEL_EMBEDDING__BACKEND", "hash")
+    monkeypatch.setenv("CITADEL_INGEST_PIPELINE__ENGINE", "local")  # unit tests never start Ray
     runner = CliRunner()
 
     def run(*args: str):

@@ -1,0 +1,406 @@
+"""The ingestion stages as plain functions, shared by the in-process Ingestor and Ray Data.
+
+parse+chunk one source → a PreparedDocument, a FileOutcome (unchanged / skipped) or a DeadLetter;
+embed a batch of rows, isolating a failing document; plan which tenants build together; build a
+tenant's new segment beside the published one; verify it; publish it with the catalog's pointer
+switch. `citadel/ingestion.py` runs them in one process, `indexing/` runs them on Ray Data: both call
+this module, so the two paths produce the same chunk ids, vectors and published documents.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import fcntl
+import json
+import time
+from collections.abc import Hashable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from citadel.catalog.base import Catalog, LatestVersion, StagedVersion, decide_next_version
+from citadel.chunking import chunk_document
+from citadel.config import CitadelConfig, IndexConfig
+from citadel.embedding.base import Embedder
+from citadel.errors import CitadelError
+from citadel.faults import BEFORE_PUBLISH, fault_point
+from citadel.partition import (
+    CHUNKS,
+    VECTORS,
+    Partition,
+    SegmentSpec,
+    build_segment,
+    choose_tier,
+    prune_segments,
+    verify_segment,
+)
+from citadel.sources import TENANT_WIDE_GROUP, AclSpec, DocumentSource, FileOutcome
+from citadel.types import Chunk, DocumentMeta, content_hash
+
+PROBES_PER_SEGMENT = 3
+# Front-matter statuses that mean "not approved for readers". Anything else is publishable: real
+# handbooks use `status:` for freshness ("Up-to-date", "Final", "Work in progress").
+UNAPPROVED_STATUSES = ("draft", "archived", "withdrawn", "superseded", "rejected", "pending")
+LOCK_FILE = ".lock"
+
+
+# ----------------------------------------------------------------------------------- parse + chunk
+@dataclass
+class PreparedDocument:
+    """A parsed, chunked document version waiting for its vectors."""
+
+    meta: DocumentMeta
+    version: int
+    doc_hash: str
+    chunks: list[Chunk]
+    source: str
+    vectors: np.ndarray | None = None  # (len(chunks), dim) once embedded
+
+    def outcome(self) -> FileOutcome:
+        return FileOutcome(self.source, self.meta.document_id, "published", version=self.version,
+                           chunks=len(self.chunks))
+
+    def staged(self) -> StagedVersion:
+        return StagedVersion(self.meta, self.version, self.doc_hash, tuple(c.chunk_id for c in self.chunks),
+                             tuple(c.content_hash for c in self.chunks))
+
+
+@dataclass(frozen=True)
+class DeadLetter:
+    """A document that failed, with what a replay needs: where it is and who may read it."""
+
+    source: str
+    document_id: str
+    groups: tuple[str, ...]
+    code: str
+    reason: str
+
+    def meta(self) -> dict[str, Any]:
+        return {"document_id": self.document_id, "groups": list(self.groups)}
+
+
+PrepareResult = PreparedDocument | FileOutcome | DeadLetter
+
+
+class VersionOracle(Protocol):
+    """Decides a document's next version: the catalog itself, or a snapshot of it."""
+
+    def next_version(self, tenant_id: str, document_id: str, content_hash: str,
+                     requested: int | None = None) -> tuple[int, bool]: ...
+
+
+class VersionSnapshot:
+    """The catalog's latest versions frozen at job start, so parse workers need no catalog connection.
+
+    A concurrent job on the same tenant is caught at publish time (`publish_built` refuses when the
+    published segment moved), so a stale snapshot can never publish.
+    """
+
+    def __init__(self, latest: Mapping[tuple[str, str], LatestVersion]):
+        self._latest = dict(latest)
+
+    @classmethod
+    def from_catalog(cls, catalog: Catalog, tenant_ids: Sequence[str]) -> "VersionSnapshot":
+        return cls(catalog.latest_versions(list(tenant_ids)))
+
+    def next_version(self, tenant_id: str, document_id: str, content_hash: str,
+                     requested: int | None = None) -> tuple[int, bool]:
+        return decide_next_version(document_id, self._latest.get((tenant_id, document_id)), content_hash, requested)
+
+
+def prepare_document(tenant_id: str, source_file: DocumentSource, acl: AclSpec, config: CitadelConfig,
+                     versions: VersionOracle, requested_version: int | None = None) -> PrepareResult:
+    """Parse and chunk one source. Never raises for a bad document: it becomes a DeadLetter.
+
+    `requested_version` (from a manifest) wins over a `version` in the document's front matter.
+    """
+    groups = acl.groups_for(source_file.document_id, source_file.source)
+    try:
+        parsed, raw_hash = source_file.load(config.ingest.max_file_bytes)
+        meta = document_meta(tenant_id, source_file, parsed.title, parsed.metadata, acl)
+        groups = meta.groups
+        status = parsed.metadata.get("status", "published")
+        if str(status).strip().lower() in UNAPPROVED_STATUSES:
+            return FileOutcome(source_file.source, meta.document_id, "skipped", code="not_approved",
+                               reason=f"status is {status!r}")
+        doc_hash = content_hash(raw_hash + repr(sorted(meta.groups)))
+        requested = requested_version if requested_version is not None else _int_or_none(parsed.metadata.get("version"))
+        version, unchanged = versions.next_version(tenant_id, meta.document_id, doc_hash, requested)
+        if unchanged:
+            return FileOutcome(source_file.source, meta.document_id, "unchanged", version=version)
+        chunks = chunk_document(parsed, tenant_id=tenant_id, document_id=meta.document_id, version=version,
+                                max_tokens=config.chunking.max_tokens,
+                                overlap_tokens=config.chunking.overlap_tokens, title_override=meta.title)
+        chunks = [c for c in chunks if c.has_location]
+        if not chunks:
+            raise CitadelError("the document produced no located chunks", code="no_chunks")
+    except CitadelError as error:
+        return DeadLetter(source_file.source, source_file.document_id, tuple(groups), error.code, str(error))
+    except (OSError, ValueError) as error:  # unreadable file, bad metadata
+        return DeadLetter(source_file.source, source_file.document_id, tuple(groups), "unreadable",
+                          f"{type(error).__name__}: {error}")
+    return PreparedDocument(meta, version, doc_hash, chunks, source_file.source)
+
+
+def document_meta(tenant_id: str, source_file: DocumentSource, title: str | None, front: dict[str, Any],
+                  acl: AclSpec) -> DocumentMeta:
+    """Front matter wins over the path-derived id; groups come from front matter, else the ACL spec."""
+    document_id = str(front.get("id") or source_file.document_id)
+    if ":" in document_id:
+        raise CitadelError(f"document id {document_id!r} may not contain ':'", code="bad_metadata")
+    front_groups = front.get("groups")
+    if front_groups:
+        groups = tuple(str(g) for g in (front_groups if isinstance(front_groups, list) else [front_groups]))
+    else:
+        groups = acl.groups_for(document_id, source_file.source)
+    visibility = "tenant" if TENANT_WIDE_GROUP in groups else "groups"
+    return DocumentMeta(
+        tenant_id=tenant_id,
+        document_id=document_id,
+        title=str(front.get("title") or title or document_id),
+        source=source_file.source,
+        owner=str(front.get("owner") or ""),
+        visibility=visibility,
+        effective_date=_str_or_none(front.get("effective_date")),
+        supersedes=_str_or_none(front.get("supersedes")),
+        groups=tuple(sorted(g for g in groups if g != TENANT_WIDE_GROUP)),
+    )
+
+
+def meta_to_json(meta: DocumentMeta) -> str:
+    """DocumentMeta as JSON, to travel between pipeline workers and the driver."""
+    return json.dumps(dataclasses.asdict(meta), sort_keys=True)
+
+
+def meta_from_json(text: str) -> DocumentMeta:
+    data = json.loads(text)
+    return DocumentMeta(**{**data, "groups": tuple(data.get("groups") or ())})
+
+
+def _str_or_none(value: Any) -> str | None:
+    return None if value is None else str(value)
+
+
+def _int_or_none(value: Any) -> int | None:
+    """A front-matter `version` is honoured only when it is an integer: a document's own edition
+    label ("1.1.4") is not Citadel's monotonic version, so it is ignored rather than refused."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, str) and value.strip().isdigit():
+        return int(value)
+    return None
+
+
+# ------------------------------------------------------------------------------------------ embed
+@dataclass
+class EmbedResult:
+    """Vectors for every row (zeros where the owner failed) and the failed owners with reasons."""
+
+    vectors: np.ndarray
+    failures: dict[Hashable, str]
+
+
+def embed_rows(embedder: Embedder, texts: Sequence[str], owners: Sequence[Hashable]) -> EmbedResult:
+    """Embed a batch; if it fails, embed each owner's rows alone so one bad document loses only itself.
+
+    `owners[i]` names the document row i belongs to. The happy path is one model call per batch.
+    """
+    texts = list(texts)
+    try:
+        return EmbedResult(_embed_checked(embedder, texts), {})
+    except Exception as error:  # a model failure must not lose the batch
+        if len(set(owners)) <= 1:
+            return EmbedResult(np.zeros((len(texts), embedder.dim), dtype=np.float32),
+                               {owner: str(error) for owner in owners})
+    vectors = np.zeros((len(texts), embedder.dim), dtype=np.float32)
+    failures: dict[Hashable, str] = {}
+    for owner, rows in _rows_by_owner(owners).items():
+        try:
+            vectors[rows] = _embed_checked(embedder, [texts[row] for row in rows])
+        except Exception as error:
+            failures[owner] = str(error)
+    return EmbedResult(vectors, failures)
+
+
+def _embed_checked(embedder: Embedder, texts: list[str]) -> np.ndarray:
+    vectors = embedder.embed_passages(texts)
+    if vectors.shape != (len(texts), embedder.dim):
+        raise CitadelError(f"embedder returned shape {vectors.shape}", code="embed_error")
+    return np.asarray(vectors, dtype=np.float32)
+
+
+def _rows_by_owner(owners: Sequence[Hashable]) -> dict[Hashable, list[int]]:
+    rows: dict[Hashable, list[int]] = {}
+    for row, owner in enumerate(owners):
+        rows.setdefault(owner, []).append(row)
+    return rows
+
+
+def cast_embeddings(vectors: np.ndarray, dtype: str) -> np.ndarray:
+    """Embeddings in the configured landing dtype (float16 halves staged tables and object-store traffic)."""
+    return np.ascontiguousarray(vectors, dtype=np.dtype(dtype))
+
+
+# --------------------------------------------------------------------------- partition assignment
+def estimated_tier(tenant_id: str, chunk_count: int, config: IndexConfig) -> str:
+    """The tier a tenant of about this size lands in (the build decides from the exact count)."""
+    return choose_tier(tenant_id, chunk_count, config)
+
+
+def plan_build_groups(chunk_counts: Mapping[str, int], config: IndexConfig, pack_chunks: int) -> list[list[str]]:
+    """Which tenants build in one task. A tenant with its own ANN index (hot or cold) builds alone:
+    those builds take minutes and run in parallel. Tiny tenants (exact search, a BM25 index, seconds)
+    share a task up to `pack_chunks` chunks, so a thousand of them do not cost a thousand tasks;
+    each still gets its own segment (small tenants share a shard, never a graph)."""
+    groups: list[list[str]] = []
+    pack: list[str] = []
+    packed = 0
+    by_size = sorted(chunk_counts.items(), key=lambda item: (-item[1], item[0]))
+    for tenant_id, count in by_size:
+        if estimated_tier(tenant_id, count, config) != "tiny":
+            groups.append([tenant_id])
+            continue
+        if pack and packed + count > pack_chunks:
+            groups.append(pack)
+            pack, packed = [], 0
+        pack.append(tenant_id)
+        packed += count
+    if pack:
+        groups.append(pack)
+    return groups
+
+
+# ------------------------------------------------------------------------------------------ build
+@dataclass(frozen=True)
+class BuiltSegment:
+    """A complete, not yet published segment, and the published segment it was built on."""
+
+    tenant_id: str
+    path: Path
+    tier: str
+    rows: int
+    first_new_row: int
+    based_on: str | None
+    seconds: float
+
+    @property
+    def segment_id(self) -> str:
+        return self.path.name
+
+
+def live_versions(catalog: Catalog, tenant_id: str, replaced: set[str]) -> dict[str, int]:
+    """Published versions of the tenant's documents that this job does not replace (they are kept)."""
+    return {d.document_id: d.published_version for d in catalog.list_documents(tenant_id)
+            if d.status == "published" and d.document_id not in replaced and d.published_version is not None}
+
+
+def kept_rows(root: Path, previous: str | None,
+              live: Mapping[str, int]) -> tuple[pa.Table | None, np.ndarray | None]:
+    """Rows of the current segment that stay: the live versions of documents not being replaced.
+
+    Building the new segment from them is also the compaction: superseded and withdrawn rows go.
+    """
+    if previous is None:
+        return None, None
+    table = pq.read_table(root / previous / CHUNKS)
+    vectors = np.load(root / previous / VECTORS)
+    keep = [row for row, (doc, ver) in enumerate(zip(table.column("document_id").to_pylist(),
+                                                     table.column("version").to_pylist()))
+            if live.get(doc) == ver]
+    mask = np.zeros(table.num_rows, dtype=bool)
+    mask[keep] = True
+    return table.filter(pa.array(mask)), vectors[mask]
+
+
+def build_tenant_segment(partitions_dir: Path, tenant_id: str, new_table: pa.Table, new_vectors: np.ndarray,
+                         previous: str | None, live: Mapping[str, int], index_config: IndexConfig,
+                         model_id: str, dim: int, build_threads: int | None = None) -> BuiltSegment:
+    """Write the tenant's next segment (kept rows, then the new ones) beside the published one."""
+    started = time.perf_counter()
+    root = Path(partitions_dir) / tenant_id
+    kept_table, kept_vectors = kept_rows(root, previous, live)
+    new_vectors = np.asarray(new_vectors, dtype=np.float32)
+    if kept_table is not None:
+        table = pa.concat_tables([kept_table, new_table.cast(kept_table.schema)])
+        vectors = np.concatenate([kept_vectors, new_vectors])
+    else:
+        table, vectors = new_table, new_vectors
+    tier = choose_tier(tenant_id, table.num_rows, index_config)
+    spec = SegmentSpec(tenant_id, tier, model_id, dim)
+    path = build_segment(root, spec, table, vectors, index_config, build_threads=build_threads)
+    return BuiltSegment(tenant_id, path, tier, table.num_rows, table.num_rows - new_table.num_rows, previous,
+                        time.perf_counter() - started)
+
+
+def probe_rows(built: BuiltSegment) -> list[int]:
+    """A few of the new rows, spread out: each must be found by its own vector before publishing."""
+    new_rows = built.rows - built.first_new_row
+    step = max(1, new_rows // PROBES_PER_SEGMENT)
+    return list(range(built.first_new_row, built.rows, step))[:PROBES_PER_SEGMENT]
+
+
+def verify_built(built: BuiltSegment) -> Partition:
+    """Counts, checksums and probe queries (DESIGN.md §3); raises VerificationFailed."""
+    return verify_segment(built.path, built.rows, probe_rows(built))
+
+
+def staged_from_partition(partition: Partition, first_new_row: int,
+                          documents: Mapping[str, tuple[DocumentMeta, int, str]]) -> list[StagedVersion]:
+    """StagedVersions for the new rows of a verified segment; `documents` maps id → (meta, version, hash).
+
+    Taking chunk ids from the segment itself means the manifest records exactly what was built.
+    """
+    table = partition.table.slice(first_new_row)
+    ids: dict[str, list[str]] = {}
+    hashes: dict[str, list[str]] = {}
+    for doc, chunk_id, chunk_hash in zip(table.column("document_id").to_pylist(),
+                                         table.column("chunk_id").to_pylist(),
+                                         table.column("content_hash").to_pylist()):
+        ids.setdefault(doc, []).append(chunk_id)
+        hashes.setdefault(doc, []).append(chunk_hash)
+    missing = set(documents) - set(ids)
+    if missing:
+        raise CitadelError(f"segment lacks the chunks of {sorted(missing)[:5]}", code="verification_failed")
+    return [StagedVersion(meta, version, doc_hash, tuple(ids[doc]), tuple(hashes[doc]))
+            for doc, (meta, version, doc_hash) in documents.items()]
+
+
+class PublishConflict(CitadelError):
+    """Another job published this tenant after our build started; publishing would lose its work."""
+
+    code = "publish_conflict"
+
+
+def publish_built(catalog: Catalog, partitions_dir: Path, built: BuiltSegment, staged: list[StagedVersion],
+                  job_id: str) -> None:
+    """The atomic pointer switch (one catalog transaction), then drop segments no pointer names.
+
+    Call it holding the tenant lock. The previous segment is kept for readers still holding it.
+    """
+    current = catalog.published_segment(built.tenant_id)
+    if current != built.based_on:
+        raise PublishConflict(f"tenant {built.tenant_id!r} moved from segment {built.based_on} to {current} "
+                              "during the build; re-run the job")
+    fault_point(BEFORE_PUBLISH)
+    catalog.publish(built.tenant_id, built.segment_id, built.tier, staged, job_id)
+    prune_segments(Path(partitions_dir) / built.tenant_id, keep={built.segment_id, built.based_on} - {None})
+
+
+@contextmanager
+def tenant_lock(partitions_dir: Path, tenant_id: str) -> Iterator[None]:
+    """One build-and-publish per tenant at a time, across processes."""
+    lock_dir = Path(partitions_dir) / tenant_id
+    lock_dir.mkdir(parents=True, exist_ok=True)
+    with open(lock_dir / LOCK_FILE, "w") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
