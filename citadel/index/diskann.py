@@ -32,13 +32,20 @@ Either way no disallowed id can be returned: membership is checked before anythi
 from __future__ import annotations
 
 import math
+import os
 import shutil
+import sys
 import tempfile
 import weakref
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Iterator
 
-import diskannpy
+# diskannpy-rust logs every INFO event to stdout through Rust's tracing: JSON printed by the CLI
+# (`retrieve --json` on a cold tenant) would be corrupted. Errors still show; RUST_LOG can override.
+os.environ.setdefault("RUST_LOG", "error")
+
+import diskannpy  # noqa: E402  (after RUST_LOG, which the native module reads when it loads)
 import numpy as np
 
 from citadel.index.exact import (
@@ -88,6 +95,19 @@ def squared_l2_to_inner_product(distances: np.ndarray) -> np.ndarray:
     """For unit vectors |a-b|^2 = 2 - 2 a.b, hence a.b = 1 - d/2."""
     return (1.0 - 0.5 * np.asarray(distances, dtype=np.float32)).astype(np.float32, copy=False)
 
+
+
+@contextmanager
+def _stdout_to_stderr() -> Iterator[None]:
+    """Route file descriptor 1 to stderr while native code prints its build progress there."""
+    sys.stdout.flush()
+    saved = os.dup(1)
+    try:
+        os.dup2(2, 1)
+        yield
+    finally:
+        os.dup2(saved, 1)
+        os.close(saved)
 
 class DiskANNIndex:
     """DiskANN static disk index with row ids, inner-product scores and filtered search."""
@@ -176,17 +196,18 @@ class DiskANNIndex:
             return  # nothing to build; every search returns padding
         build_dir = Path(tempfile.mkdtemp(prefix="citadel-diskann-", dir=self.build_root))
         self._adopt_temp_directory(build_dir)
-        diskannpy.build_disk_index(
-            data=matrix,
-            distance_metric=BUILD_METRIC,
-            index_directory=str(build_dir),
-            complexity=self.build_complexity,
-            graph_degree=self.graph_degree,
-            build_memory_maximum=self.build_memory_gb,
-            num_threads=self.build_threads,
-            num_of_pq_chunks=self.pq_chunks,
-            index_prefix=INDEX_PREFIX,
-        )
+        with _stdout_to_stderr():
+            diskannpy.build_disk_index(
+                data=matrix,
+                distance_metric=BUILD_METRIC,
+                index_directory=str(build_dir),
+                complexity=self.build_complexity,
+                graph_degree=self.graph_degree,
+                build_memory_maximum=self.build_memory_gb,
+                num_threads=self.build_threads,
+                num_of_pq_chunks=self.pq_chunks,
+                index_prefix=INDEX_PREFIX,
+            )
         (build_dir / BUILD_INPUT_FILE).unlink(missing_ok=True)
         np.save(build_dir / RESCORE_VECTORS_FILE, matrix.astype(self.rescore_dtype))
         np.save(build_dir / IDS_FILE, row_ids)
