@@ -60,6 +60,24 @@ def _show(runtime: Runtime, title: str, principal: Principal, question: str) -> 
     return result.passages
 
 
+def _expect(condition: bool, failure: str) -> None:
+    """The demo checks what it shows: a violated guarantee stops it with a non-zero exit."""
+    if not condition:
+        raise SystemExit(f"demo failed: {failure}")
+
+
+def _answer(runtime: Runtime, title: str, principal: Principal, question: str):
+    response = runtime.answer_service.ask(principal, question)
+    lines = [f"[bold]{principal.user_id}[/bold] asks: [italic]{question}[/italic]", "", response.answer]
+    for number, citation in enumerate(response.citations, start=1):
+        page = f", page {citation['page']}" if citation["page"] else ""
+        lines.append(f"  [{number}] {citation['title']} v{citation['version']} — {citation['heading']}{page}")
+    if response.refused:
+        lines.append(f"(refused: {response.reason})")
+    console.print(Panel("\n".join(lines), title=title))
+    return response
+
+
 def _ingest(runtime: Runtime, tenant: str, files: list[SourceFile], acl: AclSpec) -> None:
     report = runtime.ingestor().ingest(tenant, files, acl, actor="demo").to_dict()
     console.print(f"ingested {tenant}: {report['published']} documents, {report['chunks']} chunks, "
@@ -85,7 +103,7 @@ def run_demo() -> None:
     _ingest(runtime, "acme", discover([EXAMPLES / "acme" / "travel-policy-v3.md"]), acme_acl)
     passages = _show(runtime, "2. v3 published: the superseded v2 is excluded", staff,
                      "What is the hotel limit per night?")
-    assert all(p.version == 3 for p in passages if p.document_id == "travel-policy"), "superseded version leaked"
+    _expect(all(p.version == 3 for p in passages if p.document_id == "travel-policy"), "superseded version leaked")
     _show(runtime, "3. A page citation from the generated PDF", staff, "How much is reimbursed for home office equipment?")
 
     sales = Principal("northwind", "sam", frozenset({"sales"}))
@@ -94,11 +112,15 @@ def run_demo() -> None:
           "What standard discount can sales offer?")
     hidden = _show(runtime, "5. Finance-only margin model is invisible to Sales", sales,
                    "What is the target gross margin on hardware bundles?")
-    assert all(p.document_id != "margin-model" for p in hidden), "finance-only document leaked"
+    _expect(all(p.document_id != "margin-model" for p in hidden), "finance-only document leaked")
     _show(runtime, "6. ... and visible to Finance", finance, "What is the target gross margin on hardware bundles?")
     cross = _show(runtime, "7. Scoped to Acme: Northwind's documents cannot be seen", staff,
                   "Northwind standard discount 12% annual contracts regional sales director")
-    assert all(not p.chunk_id.startswith("northwind:") for p in cross), "cross-tenant leak"
+    _expect(all(not p.chunk_id.startswith("northwind:") for p in cross), "cross-tenant leak")
+    _answer(runtime, "8. A cited answer", staff, "What is the hotel limit per night in London?")
+    refusal = _answer(runtime, "9. The documents are silent: an honest refusal", staff,
+                      "What is the parental leave policy for contractors in Brazil?")
+    _expect(refusal.refused, "expected a refusal for a question the documents do not answer")
     console.print(f"[green]demo finished in {time.perf_counter() - started:.1f} s[/green] (data in {DEMO_HOME})")
 
 
