@@ -30,7 +30,8 @@ class EmbeddingConfig(_Section):
     dim: int = Field(384, description="Embedding dimension (MiniLM is 384; the fake follows this).")
     batch_size: int = Field(64, description="Passages per encode() call.")
     torch_threads: int = Field(
-        1, description="torch CPU threads for the embedder (1 keeps query latency steady on small shared boxes)."
+        0, ge=0, description="torch CPU threads for the embedder; 0 = torch's default (all cores). "
+        "1 keeps single-query latency steady on a small box shared with other work."
     )
 
 
