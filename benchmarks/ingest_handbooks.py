@@ -1,4 +1,4 @@
-"""Ingest each of the four shared handbooks as its own tenant through the real `citadel ingest`
+"""Ingest each of the four shared handbooks as its own tenant through the real `citadel ingest --local`
 CLI (real MiniLM embedder), one subprocess per tenant, and report chunks, seconds and peak RSS.
 
     python benchmarks/ingest_handbooks.py [--home var/handbooks] [--json]
@@ -27,7 +27,7 @@ TENANTS = {
 
 def ingest_one(tenant: str, directory: Path, home: Path) -> dict:
     env = {**os.environ, "CITADEL_HOME": str(home)}
-    command = [sys.executable, "-m", "citadel.cli.main", "ingest", "--tenant", tenant, "--groups", "*", "--json",
+    command = [sys.executable, "-m", "citadel.cli.main", "ingest", "--local", "--tenant", tenant, "--groups", "*", "--json",
                str(directory)]
     started = time.perf_counter()
     process = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
