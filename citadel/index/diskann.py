@@ -109,6 +109,7 @@ def _stdout_to_stderr() -> Iterator[None]:
         os.dup2(saved, 1)
         os.close(saved)
 
+
 class DiskANNIndex:
     """DiskANN static disk index with row ids, inner-product scores and filtered search."""
 
