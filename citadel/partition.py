@@ -13,11 +13,13 @@ import hashlib
 import json
 import os
 import shutil
+import threading
 import time
 import uuid
+from collections import OrderedDict
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
+from typing import Callable, Generic, Sequence, TypeVar
 
 import numpy as np
 import pyarrow as pa
@@ -39,6 +41,7 @@ BM25_DIR = "bm25"
 TMP_PREFIX = ".tmp-"
 TIER_BACKEND = {"tiny": "exact", "hot": "hnsw", "cold": "diskann"}
 CHECKSUM_BLOCK = 1 << 20
+T = TypeVar("T")
 PROBE_TOP_K = 10
 PROBE_EF_SEARCH = 256  # search budget of a pre-publish probe (HNSW efSearch, DiskANN list size)
 
@@ -253,3 +256,28 @@ def prune_segments(root: Path, keep: set[str]) -> None:
     for path in root.iterdir():
         if path.is_dir() and path.name not in keep:
             shutil.rmtree(path, ignore_errors=True)
+
+
+class SegmentCache(Generic[T]):
+    """Data derived from a segment, cached by segment id with LRU eviction.
+
+    Segments are immutable, so their id is a complete key. The build runs outside the lock: two
+    threads may both build a missing entry, and the last one stored wins (both are equal).
+    """
+
+    def __init__(self, capacity: int):
+        self._capacity = capacity
+        self._entries: OrderedDict[str, T] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, segment_id: str, build: Callable[[], T]) -> T:
+        with self._lock:
+            if segment_id in self._entries:
+                self._entries.move_to_end(segment_id)
+                return self._entries[segment_id]
+        value = build()
+        with self._lock:
+            self._entries[segment_id] = value
+            while len(self._entries) > self._capacity:
+                self._entries.popitem(last=False)
+        return value

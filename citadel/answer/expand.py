@@ -11,13 +11,11 @@ total budget is spent. A section only appears once, under the number of its stro
 from __future__ import annotations
 
 import re
-import threading
-from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Sequence
 
 from citadel.chunking import TOKEN, count_tokens
-from citadel.partition import Partition
+from citadel.partition import Partition, SegmentCache
 from citadel.types import Passage
 
 # A source whose remaining budget is below this is not worth a number: it would be a fragment.
@@ -68,23 +66,12 @@ class PartitionLayout:
         return self.sections.get(key, [self.row_of_chunk[passage.chunk_id]])
 
 
-_layouts: OrderedDict[str, PartitionLayout] = OrderedDict()
-_layout_lock = threading.Lock()
+_layouts: SegmentCache[PartitionLayout] = SegmentCache(LAYOUT_CACHE_SEGMENTS)
 
 
 def layout_of(partition: Partition) -> PartitionLayout:
     """The cached layout of a segment (segments are immutable, so the segment id is the key)."""
-    key = partition.segment_id
-    with _layout_lock:
-        if key in _layouts:
-            _layouts.move_to_end(key)
-            return _layouts[key]
-    layout = PartitionLayout(partition)
-    with _layout_lock:
-        _layouts[key] = layout
-        while len(_layouts) > LAYOUT_CACHE_SEGMENTS:
-            _layouts.popitem(last=False)
-    return layout
+    return _layouts.get(partition.segment_id, lambda: PartitionLayout(partition))
 
 
 def overlap_chars(previous: str, following: str) -> int:

@@ -13,15 +13,14 @@ refused, and one very close to a passage (a paraphrase) passes with less literal
 from __future__ import annotations
 
 import math
-import threading
-from collections import Counter, OrderedDict
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Sequence
 
 import numpy as np
 
 from citadel.answer.text import content_terms, term_set
-from citadel.partition import Partition
+from citadel.partition import Partition, SegmentCache
 from citadel.types import Passage
 
 LOW_COVERAGE = "low_coverage"
@@ -58,27 +57,20 @@ def compute_term_idf(texts: Sequence[str]) -> TermIdf:
     return TermIdf(idf, _bm25_idf(0, total))
 
 
-_idf_cache: OrderedDict[str, TermIdf] = OrderedDict()
-_idf_lock = threading.Lock()
+_idf_cache: SegmentCache[TermIdf] = SegmentCache(IDF_CACHE_SEGMENTS)
 
 
 def term_idf(partition: Partition) -> TermIdf:
     """The partition's term IDF, cached by segment id (segments are immutable)."""
-    key = partition.segment_id
-    with _idf_lock:
-        if key in _idf_cache:
-            _idf_cache.move_to_end(key)
-            return _idf_cache[key]
+    return _idf_cache.get(partition.segment_id, lambda: _sampled_term_idf(partition))
+
+
+def _sampled_term_idf(partition: Partition) -> TermIdf:
     texts = partition.table.column("text").to_pylist()
     if len(texts) > IDF_SAMPLE_ROWS:
         stride = len(texts) / IDF_SAMPLE_ROWS
         texts = [texts[int(i * stride)] for i in range(IDF_SAMPLE_ROWS)]
-    table = compute_term_idf(texts)
-    with _idf_lock:
-        _idf_cache[key] = table
-        while len(_idf_cache) > IDF_CACHE_SEGMENTS:
-            _idf_cache.popitem(last=False)
-    return table
+    return compute_term_idf(texts)
 
 
 @dataclass(frozen=True)
