@@ -34,6 +34,9 @@ SHARED_RULES = (
 # handbook paragraphs score this high (none reach 4).
 DEFAULT_PLANTED_CUE_THRESHOLD = 3
 
+# Literal words that must appear before an `_AI` pattern is worth running (a cheap pre-check).
+_AI_NEEDLES = ("ai", "a.i.", "assistant", "llm", "language model", "chatbot", "chat bot", "bot", "model", "gpt",
+               "copilot", "agent", "claude", "gemini")
 _AI = r"(ai|a\.i\.|assistant|llm|language model|chatbot|chat bot|bot|model|gpt|chatgpt|copilot|agent|claude|gemini)"
 _REPLY = r"(reply|replies|response|responses|answer|answers|output|outputs|completion|summary)"
 
@@ -43,8 +46,7 @@ PLANTED_RULES = compile_all({
         rf"\bas an? (ai|artificial intelligence)( language model| assistant| model)?,? you\b|\bif you are an? {_AI}\b"
         rf"|\b(dear|attention|note to|hey|hello|instructions? (for|to)|message (for|to)) (the |any |all )?{_AI}s?\b"
         rf"|\b{_AI}s? (reading|processing|summari[sz]ing|parsing|indexing|retrieving) (this|these)\b",
-        "ai", "a.i.", "assistant", "llm", "language model", "chatbot", "chat bot", "bot", "model", "gpt", "copilot",
-        "agent", "claude", "gemini", "artificial intelligence",
+        *_AI_NEEDLES, "artificial intelligence",
     ),
     # "The assistant must now respond ...", "AI models should always include ..."
     "ai_must": with_needles(
@@ -53,8 +55,7 @@ PLANTED_RULES = compile_all({
         r"(now |always |only |immediately |also )?(ignore|disregard|respond|reply|answer|say|include|tell|output"
         r"|print|append|add|insert|recommend|mention|send|forward|refuse|state|claim|translate|encode|reveal|direct"
         r"|redirect|promote)\b",
-        "ai", "a.i.", "assistant", "llm", "language model", "chatbot", "chat bot", "bot", "model", "gpt", "copilot",
-        "agent", "claude", "gemini",
+        *_AI_NEEDLES,
     ),
     # The assistant's reply rewritten (BIPIA): "your answer", "your reply" are the AI's in a document,
     # while "your message" or "your request" there is the reader's, so those are left out.
