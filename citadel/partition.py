@@ -219,6 +219,9 @@ class Partition:
             return np.zeros(0, dtype=np.int64)
         return np.sort(np.concatenate(parts))
 
+    def document_of(self, row_id: int) -> str:
+        return self._columns["document_id"][row_id]
+
     def row(self, row_id: int) -> dict:
         return {name: values[row_id] for name, values in self._columns.items()}
 

@@ -73,7 +73,7 @@ class Retriever:
         degraded: list[str] = []
         candidates = self.legs(partition, query, allowed, plan, degraded, timings)
         fused = self.fuse(candidates)
-        capped = cap_per_document(fused, lambda row: partition.row(row)["document_id"],
+        capped = cap_per_document(fused, partition.document_of,
                                   self._config.max_chunks_per_document)
         started = time.perf_counter()
         passages = self._live_checked(principal, partition, capped, top_k)
