@@ -3,7 +3,8 @@
 Precedence (lowest first): field defaults, the YAML file (`CITADEL_CONFIG` or an explicit path),
 then environment variables. `CITADEL_HOME` sets the data directory; any other field is reached with
 `CITADEL_<SECTION>__<FIELD>` (double underscore between levels), e.g.
-`CITADEL_RETRIEVAL__TOP_K=5` or `CITADEL_EMBEDDING__BACKEND=hash`.
+`CITADEL_RETRIEVAL__TOP_K=5` or `CITADEL_EMBEDDING__BACKEND=hash`. `CITADEL_REDIS_URL` sets
+`state.redis_url`.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from pathlib import Path
 from typing import Any, Literal, Optional
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 ENV_PREFIX = "CITADEL_"
 ENV_NESTING = "__"
@@ -165,6 +166,159 @@ class IngestPipelineConfig(_Section):
     worker_niceness: int = Field(15, ge=0, le=19, description="Nice value of Ray worker processes.")
 
 
+class StateConfig(_Section):
+    """Answer cache, per-user budgets and idempotency keys (DESIGN.md §7)."""
+
+    redis_url: str = Field(
+        "", description="Redis URL (`CITADEL_REDIS_URL` also sets it). Empty: in-process state (one machine)."
+    )
+    key_prefix: str = Field("citadel:", description="Prefix of every Redis key, so deployments can share a server.")
+    answer_cache_ttl_s: float = Field(3600.0, gt=0, description="How long a cached answer is served.")
+    answer_cache_max_entries: int = Field(10_000, ge=1, description="In-process cache capacity (LRU beyond it).")
+    budget_requests_per_day: int = Field(2_000, ge=1, description="Requests one user may make per UTC day.")
+    budget_cost_per_day: float = Field(
+        5.0, gt=0, description="Estimated cost (in `cost_unit`) one user may spend per UTC day."
+    )
+    cost_per_1k_tokens: float = Field(0.002, ge=0, description="Estimated cost of 1,000 prompt+answer tokens.")
+    cost_unit: str = Field("USD", description="Unit of the cost budget, shown in 429 reasons.")
+    idempotency_ttl_s: float = Field(86_400.0, gt=0, description="How long an admin write's idempotency key is kept.")
+
+
+class ServiceCredential(_Section):
+    """A calling service: its bearer token is stored only as a SHA-256 hex digest."""
+
+    id: str = Field(..., min_length=1, description="Service id; user contexts must name it as their `svc`.")
+    token_sha256: str = Field(..., min_length=64, max_length=64, description="SHA-256 hex of the bearer token.")
+    admin: bool = Field(False, description="May call the admin endpoints.")
+
+
+class IdentityConfig(_Section):
+    """Who may call the API: service credentials plus short-lived signed user contexts (DESIGN.md §4.1)."""
+
+    services: list[ServiceCredential] = Field(
+        default_factory=list, description="Service credentials (hashed). Merged with `credentials_file`."
+    )
+    credentials_file: Optional[Path] = Field(
+        None, description="JSON file of further hashed credentials (default: <home>/secrets/credentials.json)."
+    )
+    signing_key_file: Optional[Path] = Field(
+        None, description="HMAC key for user contexts (default: <home>/secrets/signing.key, created by `citadel up`)."
+    )
+    audience: str = Field("citadel", description="`aud` a user context must carry.")
+    max_ttl_s: int = Field(900, ge=1, description="Longest accepted user-context lifetime (exp - iat).")
+    leeway_s: int = Field(30, ge=0, description="Clock skew tolerated on exp and iat.")
+
+
+class DeploymentSettings(_Section):
+    """One Serve deployment's replicas, concurrency limits and resources."""
+
+    min_replicas: int = Field(1, ge=0, description="Autoscaling floor.")
+    max_replicas: int = Field(1, ge=1, description="Autoscaling ceiling (equal to min: fixed replicas).")
+    target_ongoing_requests: float = Field(2.0, gt=0, description="Autoscaling target per replica.")
+    max_ongoing_requests: int = Field(8, ge=1, description="Requests a replica works on at once.")
+    max_queued_requests: int = Field(64, ge=-1, description="Requests waiting per caller handle (-1: unbounded).")
+    num_cpus: float = Field(0.25, ge=0, description="Logical CPUs reserved per replica.")
+    num_gpus: float = Field(0.0, ge=0, description="GPU share per replica.")
+    upscale_delay_s: float = Field(2.0, ge=0, description="Load must persist this long before scaling up.")
+    downscale_delay_s: float = Field(15.0, ge=0, description="Idle must persist this long before scaling down.")
+
+
+def _over_defaults(defaults: dict[str, BaseModel], given: Any) -> Any:
+    """A per-name settings map given in YAML or the environment changes only the fields it names;
+    the other names and fields keep their defaults."""
+    if not isinstance(given, dict):
+        return given
+    merged: dict[str, Any] = {name: model.model_dump() for name, model in defaults.items()}
+    for name, fields in given.items():
+        if isinstance(fields, BaseModel):
+            fields = fields.model_dump()
+        merged[name] = {**merged.get(name, {}), **fields} if isinstance(fields, dict) else fields
+    return merged
+
+
+def _deployments() -> dict[str, DeploymentSettings]:
+    # Chosen for a 2-core machine with 32 concurrent clients (DESIGN.md §5): the ingress and the
+    # fused replica take many requests at once (they mostly wait on downstreams or run short CPU
+    # work), the model stages batch, and the retriever scales out under load.
+    return {
+        "gateway": DeploymentSettings(max_ongoing_requests=64, max_queued_requests=256, num_cpus=0.25),
+        "fused": DeploymentSettings(max_ongoing_requests=64, max_queued_requests=256, num_cpus=0.5),
+        "embedder": DeploymentSettings(max_ongoing_requests=32, max_queued_requests=256, target_ongoing_requests=16),
+        "retriever": DeploymentSettings(max_replicas=3, max_ongoing_requests=16, max_queued_requests=256,
+                                        target_ongoing_requests=4),
+        "reranker": DeploymentSettings(max_ongoing_requests=32, max_queued_requests=256, target_ongoing_requests=16),
+        "router": DeploymentSettings(max_ongoing_requests=64, max_queued_requests=256, num_cpus=0.1),
+        "generator": DeploymentSettings(max_ongoing_requests=16, max_queued_requests=256, target_ongoing_requests=8),
+    }
+
+
+class ServingConfig(_Section):
+    """The Ray Serve application (serving/app.py) and the HTTP API (DESIGN.md §5, §9)."""
+
+    topology: Literal["fused", "split"] = Field(
+        "fused", description="fused: all stages in one replica; split: one autoscaled deployment per stage."
+    )
+    host: str = Field("127.0.0.1", description="HTTP bind address (loopback only here, DESIGN.md §8).")
+    port: int = Field(8000, ge=1, le=65535, description="HTTP port of the Serve proxy.")
+    request_timeout_s: float = Field(30.0, gt=0, description="Deadline of one API request, end to end.")
+    embed_max_batch_size: int = Field(32, ge=1, description="@serve.batch size of the embedder.")
+    embed_batch_wait_s: float = Field(0.004, ge=0, description="@serve.batch wait of the embedder.")
+    rerank_max_batch_size: int = Field(8, ge=1, description="@serve.batch size of the reranker (requests).")
+    rerank_batch_wait_s: float = Field(0.004, ge=0, description="@serve.batch wait of the reranker.")
+    tenants_per_replica: int = Field(16, ge=1, description="Tenant partitions a retriever replica keeps (multiplex LRU).")
+    max_upload_bytes: int = Field(20 * 1024 * 1024, ge=1, description="Largest document an admin may upload.")
+    fault_injection: bool = Field(False, description="Allow admin fault injection (drills only).")
+    deployments: dict[str, DeploymentSettings] = Field(
+        default_factory=_deployments, description="Per-deployment settings, by stage name."
+    )
+
+    @field_validator("deployments", mode="before")
+    @classmethod
+    def _over_default_deployments(cls, value: Any) -> Any:
+        return _over_defaults(_deployments(), value)
+
+
+class BreakerSettings(_Section):
+    """A latency circuit breaker on one downstream (DESIGN.md §5)."""
+
+    p95_threshold_ms: float = Field(2_000.0, gt=0, description="Trip when the windowed p95 exceeds this.")
+    max_error_rate: float = Field(0.5, gt=0, le=1, description="Trip when this share of calls in the window fail.")
+    window_s: float = Field(10.0, gt=0, description="Length of the measurement window.")
+    min_samples: int = Field(10, ge=1, description="Calls needed in the window before it may trip.")
+    cooldown_s: float = Field(10.0, gt=0, description="Open this long before the first half-open probe.")
+    probe_interval_s: float = Field(2.0, gt=0, description="At most one half-open probe this often.")
+    close_after_probes: int = Field(3, ge=1, description="Fast probes in a row that close the breaker.")
+    stages: list[float] = Field(default_factory=lambda: [0.1, 0.5, 1.0], description="Traffic shares on return.")
+    stage_duration_s: float = Field(5.0, gt=0, description="Time at each staged share before the next.")
+
+
+def _breakers() -> dict[str, BreakerSettings]:
+    return {
+        "generator": BreakerSettings(p95_threshold_ms=4_000.0),
+        "reranker": BreakerSettings(p95_threshold_ms=1_500.0),
+        "embedder": BreakerSettings(p95_threshold_ms=1_000.0),
+        "catalog": BreakerSettings(p95_threshold_ms=1_000.0),
+        "cache": BreakerSettings(p95_threshold_ms=200.0),
+    }
+
+
+class ResilienceConfig(_Section):
+    """Hedging, breakers and the one retry layer (DESIGN.md §5)."""
+
+    hedge_enabled: bool = Field(True, description="Hedge retriever reads after the observed p95.")
+    hedge_quantile: float = Field(0.95, gt=0, lt=1, description="Quantile of observed latency that triggers a hedge.")
+    hedge_min_delay_ms: float = Field(5.0, ge=0, description="Floor of the hedge delay.")
+    hedge_budget: float = Field(0.10, ge=0, le=1, description="Most hedges as a share of requests.")
+    retry_budget: float = Field(0.10, ge=0, le=1, description="Most retries as a share of requests.")
+    retry_max_attempts: int = Field(2, ge=1, description="Attempts per call, first included.")
+    breakers: dict[str, BreakerSettings] = Field(default_factory=_breakers, description="Breakers by downstream.")
+
+    @field_validator("breakers", mode="before")
+    @classmethod
+    def _over_default_breakers(cls, value: Any) -> Any:
+        return _over_defaults(_breakers(), value)
+
+
 class CitadelConfig(_Section):
     """The root. Every component receives the section it needs."""
 
@@ -176,6 +330,10 @@ class CitadelConfig(_Section):
     ingest: IngestConfig = Field(default_factory=IngestConfig)
     answer: AnswerConfig = Field(default_factory=AnswerConfig)
     ingest_pipeline: IngestPipelineConfig = Field(default_factory=IngestPipelineConfig)
+    state: StateConfig = Field(default_factory=StateConfig)
+    identity: IdentityConfig = Field(default_factory=IdentityConfig)
+    serving: ServingConfig = Field(default_factory=ServingConfig)
+    resilience: ResilienceConfig = Field(default_factory=ResilienceConfig)
 
     @property
     def catalog_path(self) -> Path:
@@ -184,6 +342,18 @@ class CitadelConfig(_Section):
     @property
     def partitions_dir(self) -> Path:
         return self.home / "partitions"
+
+    @property
+    def secrets_dir(self) -> Path:
+        return self.home / "secrets"
+
+    @property
+    def signing_key_path(self) -> Path:
+        return self.identity.signing_key_file or self.secrets_dir / "signing.key"
+
+    @property
+    def credentials_path(self) -> Path:
+        return self.identity.credentials_file or self.secrets_dir / "credentials.json"
 
 
 def _set_path(tree: dict[str, Any], path: list[str], value: str) -> None:
@@ -203,6 +373,8 @@ def _env_overrides(environ: dict[str, str]) -> dict[str, Any]:
         rest = name[len(ENV_PREFIX) :].lower()
         if rest == "home":
             tree["home"] = value
+        elif rest == "redis_url":  # the conventional name (DESIGN.md §7) for state.redis_url
+            tree.setdefault("state", {})["redis_url"] = value
         elif ENV_NESTING in rest:
             _set_path(tree, rest.split(ENV_NESTING), value)
     return tree
