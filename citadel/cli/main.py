@@ -36,6 +36,16 @@ def _add_ingest_tools() -> None:
 
 
 _add_ingest_tools()
+
+
+def _add_identity() -> None:
+    from citadel.cli.identity_cmd import credentials_app, token
+
+    app.add_typer(credentials_app, name="credentials")
+    app.command("token")(token)
+
+
+_add_identity()
 console = Console(stderr=True)
 
 ConfigOption = typer.Option(None, "--config", help="YAML config file (else CITADEL_CONFIG, then defaults).")
