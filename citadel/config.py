@@ -261,6 +261,9 @@ class ServingConfig(_Section):
     host: str = Field("127.0.0.1", description="HTTP bind address (loopback only here, DESIGN.md §8).")
     port: int = Field(8000, ge=1, le=65535, description="HTTP port of the Serve proxy.")
     request_timeout_s: float = Field(30.0, gt=0, description="Deadline of one API request, end to end.")
+    gateway_threads: int = Field(
+        32, ge=1, description="Worker threads of a gateway replica (stages run on them; split mostly waits)."
+    )
     embed_max_batch_size: int = Field(32, ge=1, description="@serve.batch size of the embedder.")
     embed_batch_wait_s: float = Field(0.004, ge=0, description="@serve.batch wait of the embedder.")
     rerank_max_batch_size: int = Field(8, ge=1, description="@serve.batch size of the reranker (requests).")

@@ -96,9 +96,12 @@ class Ingestor:
         self._outcome_position: dict[int, int] = {}
 
     # --------------------------------------------------------------- public
-    def ingest(self, tenant_id: str, files: Sequence[SourceFile | InlineDocument], acl: AclSpec, actor: str = "cli") -> JobReport:
+    def ingest(self, tenant_id: str, files: Sequence[SourceFile | InlineDocument], acl: AclSpec, actor: str = "cli",
+               job_id: str | None = None) -> JobReport:
+        """Run one ingestion job. `job_id`: a job the caller already created (the HTTP API returns its
+        id before the work starts); otherwise one is created here."""
         self._catalog.ensure_tenant(tenant_id)
-        report = JobReport(self._catalog.create_job(tenant_id, "ingest"), tenant_id)
+        report = JobReport(job_id or self._catalog.create_job(tenant_id, "ingest"), tenant_id)
         try:
             with tenant_lock(self._config.partitions_dir, tenant_id):
                 self._run(report, files, acl)

@@ -100,13 +100,17 @@ class QueryVectorMemo:
 
     def embed_queries(self, texts: list[str]) -> np.ndarray:
         vectors = self._inner.embed_queries(texts)
+        for text, vector in zip(texts, vectors):
+            self.remember(text, vector)
+        return vectors
+
+    def remember(self, text: str, vector: np.ndarray) -> None:
+        """Record a query vector computed elsewhere (a retriever in another process)."""
         with self._lock:
-            for text, vector in zip(texts, vectors):
-                self._vectors[text] = vector
-                self._vectors.move_to_end(text)
+            self._vectors[text] = vector
+            self._vectors.move_to_end(text)
             while len(self._vectors) > self._capacity:
                 self._vectors.popitem(last=False)
-        return vectors
 
     def recall(self, text: str) -> np.ndarray | None:
         with self._lock:
@@ -167,8 +171,8 @@ class AnswerService:
         self._last_purge: float | None = None
 
     # ------------------------------------------------------------------ the request
-    def ask(self, principal: Principal, question: str) -> AnswerResponse:
-        request_id = uuid.uuid4().hex
+    def ask(self, principal: Principal, question: str, request_id: str | None = None) -> AnswerResponse:
+        request_id = request_id or uuid.uuid4().hex
         timer = StageTimer()
         with timer.stage("route"):
             refusal = route_refusal(self._route(question))
@@ -326,16 +330,24 @@ def _source_log(source: Source) -> dict:
 
 
 def build_answer_service(config, catalog: Catalog, partitions: PartitionCache, embedder,
-                         router=None, passage_filter: Callable[[Passage], bool] | None = None) -> AnswerService:
+                         router=None, passage_filter: Callable[[Passage], bool] | None = None, *,
+                         retriever=None, reranker: Reranker | None = None,
+                         generator: Generator | None = None, memo: QueryVectorMemo | None = None) -> AnswerService:
     """The service from a CitadelConfig: its own retriever over a query-vector memo (so the gate's
-    vector score costs no second embedding), the configured reranker, gate and generator."""
+    vector score costs no second embedding), the configured reranker, gate and generator.
+
+    The keyword arguments replace a stage with another implementation of the same interface (the
+    split Serve topology passes proxies to other deployments); `memo` then must be the memo the
+    replacing retriever fills."""
     from citadel.retrieval.retriever import Retriever
 
     answer = config.answer
-    memo = QueryVectorMemo(embedder) if embedder is not None else None
-    retriever = Retriever(catalog, partitions, memo, config.retrieval, config.index)
+    if memo is None and embedder is not None:
+        memo = QueryVectorMemo(embedder)
+    retriever = retriever or Retriever(catalog, partitions, memo, config.retrieval, config.index)
     expander = SectionExpander(ExpansionBudget(answer.max_sources, answer.source_token_budget,
                                                answer.total_token_budget))
-    return AnswerService(retriever, partitions, make_reranker(answer), ConfidenceGate(GateThresholds.from_config(answer)),
-                         make_generator(answer), catalog, AnswerSettings.from_config(answer), expander,
+    return AnswerService(retriever, partitions, reranker or make_reranker(answer),
+                         ConfidenceGate(GateThresholds.from_config(answer)), generator or make_generator(answer),
+                         catalog, AnswerSettings.from_config(answer), expander,
                          AnswerValidator(answer.min_support), router, passage_filter, memo)

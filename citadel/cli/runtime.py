@@ -39,13 +39,11 @@ class Runtime:
     @cached_property
     def answer_service(self):
         from citadel.answer.service import build_answer_service
-        from citadel.guardrails import Router, flag_planted_instructions
-
-        def planted(passage) -> bool:
-            return flag_planted_instructions(passage.text) is not None
+        from citadel.guardrails import Router
+        from citadel.guardrails.planted import passage_has_planted_instructions
 
         return build_answer_service(self.config, self.catalog, self.partitions, self.embedder,
-                                    router=Router(), passage_filter=planted)
+                                    router=Router(), passage_filter=passage_has_planted_instructions)
 
     def ingestor(self, progress=None):
         from citadel.ingestion import Ingestor

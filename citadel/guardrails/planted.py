@@ -177,3 +177,8 @@ def filter_passages(passages: Iterable[P]) -> tuple[list[P], list[DroppedPassage
 def flag_all(texts: Sequence[str]) -> list[str | None]:
     """`flag_planted_instructions` over many texts (for evaluation)."""
     return [flag_planted_instructions(text) for text in texts]
+
+
+def passage_has_planted_instructions(passage) -> bool:
+    """The answer pipeline's passage filter: drop a retrieved passage that carries instructions."""
+    return flag_planted_instructions(passage.text) is not None

@@ -36,6 +36,15 @@ class PartitionCache:
                 self._loaded.popitem(last=False)
         return partition
 
+    def evict(self, tenant_id: str) -> int:
+        """Forget every loaded segment of a tenant (a multiplexing LRU let it go). Safe to call
+        twice or for a tenant never loaded; returns how many segments were dropped."""
+        with self._lock:
+            keys = [k for k in self._loaded if k[0] == tenant_id]
+            for key in keys:
+                del self._loaded[key]
+        return len(keys)
+
     def _evict_stale(self, tenant_id: str, current: str) -> None:
         for key in [k for k in self._loaded if k[0] == tenant_id and k[1] != current]:
             del self._loaded[key]

@@ -1,0 +1,316 @@
+"""The HTTP API (DESIGN.md §9): FastAPI routes over a `Gateway`, one JSON error shape.
+
+The app is built once per process and served either by Ray Serve (serving/app.py wraps it with
+`serve.ingress`) or by any ASGI server / TestClient. Routes find their Gateway on `app.state.gateway`
+or, inside a Serve replica, the one the replica installed with `install_gateway` (one per process).
+Stage work runs on the gateway's own thread pool (sized in config: in the split topology those
+threads mostly wait on other deployments), under the request deadline.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import binascii
+import concurrent.futures
+import functools
+import logging
+import re
+import uuid
+from typing import Any, Callable, Optional
+
+from fastapi import FastAPI, Header, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse, Response
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from serving.errors import ApiError, error_body, status_for
+from serving.gateway import Gateway
+
+log = logging.getLogger(__name__)
+
+API_VERSION = "1"
+REQUEST_ID_HEADER = "x-request-id"
+IDEMPOTENCY_HEADER = "idempotency-key"
+# A caller's request id is echoed only when it is a plain token; anything else gets a fresh one.
+REQUEST_ID_PATTERN = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
+MAX_QUESTION_CHARS = 2_000
+MAX_TOP_K = 50
+NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$"
+
+_process_gateway: Gateway | None = None
+_executor: concurrent.futures.ThreadPoolExecutor | None = None
+
+
+def install_gateway(gateway: Gateway) -> None:
+    """Make `gateway` the one this process's routes use (a Serve replica calls this in __init__)."""
+    global _process_gateway, _executor
+    _process_gateway = gateway
+    _executor = concurrent.futures.ThreadPoolExecutor(gateway.config.serving.gateway_threads,
+                                                      thread_name_prefix="gateway")
+
+
+# ---------------------------------------------------------------------- request and response bodies
+class _Body(BaseModel):
+    # Unknown fields are ignored, never trusted: a `tenant_id` or `groups` in a body changes nothing.
+    model_config = ConfigDict(extra="ignore")
+
+
+class RetrieveRequest(_Body):
+    query: str = Field(..., min_length=1, max_length=MAX_QUESTION_CHARS, description="What to search for.")
+    top_k: int = Field(8, ge=1, le=MAX_TOP_K, description="Passages to return.")
+
+
+class AnswerRequest(_Body):
+    question: str = Field(..., min_length=1, max_length=MAX_QUESTION_CHARS, description="The question.")
+
+
+class UploadRequest(_Body):
+    document_id: str = Field(..., pattern=NAME_PATTERN, description="Stable id of the document in its tenant.")
+    filename: str = Field(..., min_length=1, max_length=255, description="Name with its type: .md, .txt or .pdf.")
+    text: Optional[str] = Field(None, description="The document as text (Markdown or plain).")
+    content_base64: Optional[str] = Field(None, description="The document's bytes, base64 (e.g. a PDF).")
+    groups: list[str] = Field(default_factory=list, description="Groups that may read it (empty: nobody).")
+
+    @model_validator(mode="after")
+    def _one_content(self) -> "UploadRequest":
+        if (self.text is None) == (self.content_base64 is None):
+            raise ValueError("give exactly one of `text` or `content_base64`")
+        return self
+
+    def content(self) -> bytes:
+        if self.text is not None:
+            return self.text.encode("utf-8")
+        try:
+            return base64.b64decode(self.content_base64 or "", validate=True)
+        except (binascii.Error, ValueError):
+            raise ApiError("invalid_request", "content_base64 is not valid base64") from None
+
+
+class AclRequest(_Body):
+    groups: list[str] = Field(..., description="Groups that may read the document from now on.")
+
+
+class Passage(BaseModel):
+    chunk_id: str
+    text: str
+    document_id: str
+    title: str
+    version: int
+    heading: str
+    page: Optional[int]
+    source: str
+    score: float
+
+
+class RetrieveResponse(BaseModel):
+    request_id: str
+    plan: str
+    degraded: list[str]
+    passages: list[Passage]
+
+
+class Citation(BaseModel):
+    chunk_id: str
+    document_id: str
+    title: str
+    version: int
+    heading: str
+    page: Optional[int]
+    source: str
+
+
+class AnswerResponse(BaseModel):
+    request_id: str
+    answer: str
+    refused: bool
+    reason: Optional[str]
+    degraded: list[str]
+    citations: list[Citation]
+    cached: bool = False
+
+
+class ErrorDetail(BaseModel):
+    code: str = Field(..., description="Machine-readable; see serving/errors.py STATUS_BY_CODE.")
+    message: str
+    request_id: str
+
+
+class ErrorResponse(BaseModel):
+    error: ErrorDetail
+
+
+ERRORS = {status: {"model": ErrorResponse} for status in (400, 401, 403, 404, 409, 413, 422, 429, 503, 504)}
+
+
+# ---------------------------------------------------------------------- helpers
+def request_id_of(request: Request) -> str:
+    given = request.headers.get(REQUEST_ID_HEADER, "")
+    return given if REQUEST_ID_PATTERN.match(given) else uuid.uuid4().hex
+
+
+def _gateway(request: Request) -> Gateway:
+    gateway = getattr(request.app.state, "gateway", None) or _process_gateway
+    if gateway is None:
+        raise ApiError("overloaded", "the gateway is still starting")
+    return gateway
+
+
+async def _run(request: Request, fn: Callable[..., Any], *args: Any) -> Any:
+    """Run blocking stage work on the gateway's threads, bounded by the request deadline."""
+    gateway = _gateway(request)
+    loop = asyncio.get_running_loop()
+    executor = getattr(request.app.state, "executor", None) or _executor
+    future = loop.run_in_executor(executor, functools.partial(fn, *args))
+    try:
+        return await asyncio.wait_for(future, gateway.config.serving.request_timeout_s)
+    except asyncio.TimeoutError:
+        raise ApiError("deadline_exceeded",
+                       f"no answer within {gateway.config.serving.request_timeout_s:g} s") from None
+
+
+def _error_response(request: Request, code: str, message: str, retry_after_s: float | None = None) -> JSONResponse:
+    request_id = getattr(request.state, "request_id", None) or request_id_of(request)
+    headers = {REQUEST_ID_HEADER: request_id}
+    if retry_after_s is not None:
+        headers["retry-after"] = str(max(1, int(retry_after_s)))
+    return JSONResponse(error_body(code, message, request_id), status_code=status_for(code), headers=headers)
+
+
+def _count(request: Request, endpoint: str, tenant: str, status: int) -> None:
+    gateway = getattr(request.app.state, "gateway", None) or _process_gateway
+    if gateway is not None:
+        gateway.metrics.requests.labels(endpoint, tenant, str(status)).inc()
+
+
+# ---------------------------------------------------------------------- the app
+def create_api() -> FastAPI:
+    app = FastAPI(title="Citadel", version=API_VERSION,
+                  description="Multi-tenant, ACL-safe retrieval and cited answers. Every error is "
+                              '`{"error": {"code", "message", "request_id"}}`.')
+
+    @app.middleware("http")
+    async def _request_id(request: Request, call_next):
+        request.state.request_id = request_id_of(request)
+        response = await call_next(request)
+        response.headers[REQUEST_ID_HEADER] = request.state.request_id
+        return response
+
+    @app.exception_handler(ApiError)
+    async def _api_error(request: Request, error: ApiError):
+        return _error_response(request, error.code, error.message, error.retry_after_s)
+
+    @app.exception_handler(RequestValidationError)
+    async def _invalid(request: Request, error: RequestValidationError):
+        problems = "; ".join(f"{'.'.join(str(p) for p in e.get('loc', ()))}: {e.get('msg')}" for e in error.errors())
+        return _error_response(request, "invalid_request", problems or "invalid request")
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _http(request: Request, error: StarletteHTTPException):
+        code = {404: "not_found", 405: "method_not_allowed"}.get(error.status_code, "invalid_request")
+        response = _error_response(request, code, str(error.detail))
+        response.status_code = error.status_code
+        return response
+
+    @app.exception_handler(Exception)
+    async def _unexpected(request: Request, error: Exception):
+        log.exception("unhandled error in %s %s", request.method, request.url.path)
+        return _error_response(request, "internal_error", "internal error; see the server log with this request id")
+
+    @app.get("/healthz")
+    async def healthz(request: Request) -> dict:
+        gateway = _gateway(request)
+        return {"status": "ok", "topology": gateway.config.serving.topology}
+
+    @app.get("/metrics", response_class=Response)
+    async def metrics(request: Request) -> Response:
+        gateway = _gateway(request)
+        return Response(gateway.metrics.render(), media_type=gateway.metrics.content_type)
+
+    @app.post("/v1/retrieve", response_model=RetrieveResponse, responses=ERRORS)
+    async def retrieve(request: Request, body: RetrieveRequest,
+                       authorization: Optional[str] = Header(None),
+                       x_citadel_user_context: Optional[str] = Header(None)) -> dict:
+        gateway = _gateway(request)
+        caller = gateway.caller(authorization, x_citadel_user_context)
+        tenant = caller.principal.tenant_id
+        try:
+            result = await _run(request, gateway.retrieve, caller, body.query, body.top_k, request.state.request_id)
+        except ApiError as error:
+            _count(request, "retrieve", tenant, error.status)
+            raise
+        _count(request, "retrieve", tenant, 200)
+        return result
+
+    @app.post("/v1/answer", response_model=AnswerResponse, responses=ERRORS)
+    async def answer(request: Request, body: AnswerRequest,
+                     authorization: Optional[str] = Header(None),
+                     x_citadel_user_context: Optional[str] = Header(None)) -> dict:
+        gateway = _gateway(request)
+        caller = gateway.caller(authorization, x_citadel_user_context)
+        tenant = caller.principal.tenant_id
+        try:
+            result = await _run(request, gateway.answer, caller, body.question, request.state.request_id)
+        except ApiError as error:
+            _count(request, "answer", tenant, error.status)
+            raise
+        _count(request, "answer", tenant, 200)
+        return result
+
+    _add_admin_routes(app)
+    return app
+
+
+def _add_admin_routes(app: FastAPI) -> None:
+    async def _write(request: Request, scope: str, key: Optional[str], payload: dict, action: Callable[[], dict],
+                     status_code: int = 200) -> JSONResponse:
+        gateway = _gateway(request)
+        body, status = await _run(request, gateway.idempotent, scope, key, payload, action, status_code)
+        return JSONResponse(body, status_code=status)
+
+    @app.post("/v1/admin/tenants/{tenant_id}/documents", status_code=202, responses=ERRORS)
+    async def upload(request: Request, tenant_id: str, body: UploadRequest,
+                     authorization: Optional[str] = Header(None),
+                     idempotency_key: Optional[str] = Header(None)) -> JSONResponse:
+        """Upload a document; starts an ingestion job and returns its id (poll /v1/admin/jobs/{id})."""
+        gateway = _gateway(request)
+        admin = gateway.admin(authorization)
+        _check_name(tenant_id, "tenant_id")
+        content = body.content()
+        payload = {"tenant": tenant_id, **body.model_dump()}
+        action = functools.partial(gateway.upload, admin.id, tenant_id, body.document_id, body.filename,
+                                   content, body.groups)
+        return await _write(request, f"upload:{admin.id}", idempotency_key, payload, action, 202)
+
+    @app.get("/v1/admin/jobs/{job_id}", responses=ERRORS)
+    async def job(request: Request, job_id: str, authorization: Optional[str] = Header(None)) -> dict:
+        gateway = _gateway(request)
+        gateway.admin(authorization)
+        return await _run(request, gateway.job, job_id)
+
+    @app.post("/v1/admin/tenants/{tenant_id}/documents/{document_id}/withdraw", responses=ERRORS)
+    async def withdraw(request: Request, tenant_id: str, document_id: str,
+                       authorization: Optional[str] = Header(None),
+                       idempotency_key: Optional[str] = Header(None)) -> JSONResponse:
+        gateway = _gateway(request)
+        admin = gateway.admin(authorization)
+        payload = {"tenant": tenant_id, "document": document_id}
+        action = functools.partial(gateway.withdraw, admin.id, tenant_id, document_id)
+        return await _write(request, f"withdraw:{admin.id}", idempotency_key, payload, action)
+
+    @app.put("/v1/admin/tenants/{tenant_id}/documents/{document_id}/acl", responses=ERRORS)
+    async def set_acl(request: Request, tenant_id: str, document_id: str, body: AclRequest,
+                      authorization: Optional[str] = Header(None),
+                      idempotency_key: Optional[str] = Header(None)) -> JSONResponse:
+        gateway = _gateway(request)
+        admin = gateway.admin(authorization)
+        payload = {"tenant": tenant_id, "document": document_id, "groups": sorted(body.groups)}
+        action = functools.partial(gateway.set_acl, admin.id, tenant_id, document_id, list(body.groups))
+        return await _write(request, f"acl:{admin.id}", idempotency_key, payload, action)
+
+
+def _check_name(value: str, what: str) -> None:
+    if not re.match(NAME_PATTERN, value):
+        raise ApiError("invalid_request", f"{what} must match {NAME_PATTERN}")
+

@@ -1,0 +1,292 @@
+"""The gateway's work, as plain Python (no Ray, no FastAPI): identity, budgets, the ACL-scoped answer
+cache, the query stages and the admin writes (DESIGN.md §4, §7).
+
+The HTTP layer (serving/api.py) calls these synchronous methods on worker threads; whether the stages
+run in this process (fused topology) or in other deployments (split) is decided by what was injected.
+Every method raises `ApiError` for anything the caller should see, never a bare exception.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import sqlite3
+import threading
+import time
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+from citadel.answer.service import RERANK_SKIPPED, AnswerService
+from citadel.catalog.base import Catalog
+from citadel.config import CitadelConfig
+from citadel.errors import CitadelError
+from citadel.identity import Authenticator, ServiceIdentity
+from citadel.sources import AclSpec, SourceFile
+from citadel.state import State
+from citadel.state.base import StateUnavailable, answer_cache_key
+from citadel.types import Principal
+from serving.errors import ApiError
+from serving.metrics import ApiMetrics
+from serving.tracing import emit_span, emit_stage_spans
+
+log = logging.getLogger(__name__)
+
+CACHE_UNAVAILABLE = "cache_unavailable"
+UPLOAD_SUFFIXES = (".md", ".markdown", ".txt", ".pdf")
+# Rough tokens per word, to estimate a request's cost before it runs (the budget charges up front).
+TOKENS_PER_WORD = 1.3
+TOKENS_PER_THOUSAND = 1000.0
+# Failures of the permission store: the request fails closed (503), never with unchecked passages.
+PERMISSION_STORE_ERRORS = (sqlite3.Error, OSError)
+
+
+@dataclass
+class Caller:
+    """Who is asking: the authenticated service and the verified end user."""
+
+    service: ServiceIdentity
+    principal: Principal
+
+
+class Gateway:
+    def __init__(self, config: CitadelConfig, catalog: Catalog, authenticator: Authenticator, state: State,
+                 answers: AnswerService, retriever, ingestor_factory: Callable[[], Any],
+                 metrics: ApiMetrics | None = None):
+        self.config = config
+        self.catalog = catalog
+        self.authenticator = authenticator
+        self.state = state
+        self.answers = answers
+        self.retriever = retriever
+        self._ingestor_factory = ingestor_factory
+        self.metrics = metrics or ApiMetrics()
+        self._jobs: dict[str, threading.Thread] = {}
+
+    # ------------------------------------------------------------------ identity
+    def caller(self, authorization: str | None, user_context: str | None) -> Caller:
+        """401 before anything else runs; the principal comes only from the signed context."""
+        try:
+            service, principal = self.authenticator.authenticate(authorization, user_context)
+        except CitadelError as error:
+            raise ApiError(error.code, str(error)) from None
+        return Caller(service, principal)
+
+    def admin(self, authorization: str | None) -> ServiceIdentity:
+        try:
+            return self.authenticator.require_admin(authorization)
+        except CitadelError as error:
+            raise ApiError(error.code, str(error)) from None
+
+    # ------------------------------------------------------------------ budgets
+    def charge(self, principal: Principal, text: str) -> None:
+        """Charge one request and its estimated cost, before any work. Budgets guard spending, so an
+        unreachable store refuses (fails closed) rather than letting requests through uncounted."""
+        cost = self._estimated_cost(text)
+        try:
+            decision = self.state.budgets.charge(principal.tenant_id, principal.user_id, 1, cost)
+        except StateUnavailable as error:
+            raise ApiError("state_unavailable", f"budget store unavailable: {error}") from None
+        if not decision.allowed:
+            self.metrics.budget_rejections.labels(principal.tenant_id).inc()
+            raise ApiError("budget_exhausted", decision.reason or "budget exhausted", decision.retry_after_s)
+
+    def _estimated_cost(self, text: str) -> float:
+        answer = self.config.answer
+        tokens = len(text.split()) * TOKENS_PER_WORD + answer.total_token_budget + answer.max_new_tokens
+        return tokens / TOKENS_PER_THOUSAND * self.config.state.cost_per_1k_tokens
+
+    # ------------------------------------------------------------------ retrieve
+    def retrieve(self, caller: Caller, query: str, top_k: int, request_id: str) -> dict:
+        principal = caller.principal
+        self.charge(principal, query)
+        started = time.perf_counter()
+        try:
+            result = self.retriever.retrieve(principal, query, top_k=top_k, request_id=request_id)
+        except PERMISSION_STORE_ERRORS as error:
+            raise ApiError("permissions_unavailable", f"permission store unavailable: {error}") from None
+        self.metrics.stage_latency.labels("retrieve").observe(time.perf_counter() - started)
+        chunk_ids = [p.chunk_id for p in result.passages]
+        emit_stage_spans(request_id, result.timings_ms, {"recheck": chunk_ids})
+        self.metrics.observe_stages(result.timings_ms)
+        for what in result.degraded:
+            self.metrics.degraded.labels(what).inc()
+        body = result.to_dict()
+        body["request_id"] = request_id
+        return body
+
+    # ------------------------------------------------------------------ answer
+    def answer(self, caller: Caller, question: str, request_id: str) -> dict:
+        principal = caller.principal
+        self.charge(principal, question)
+        degraded: list[str] = []
+        try:
+            segment = self.catalog.published_segment(principal.tenant_id) or "none"
+        except PERMISSION_STORE_ERRORS as error:
+            raise ApiError("permissions_unavailable", f"permission store unavailable: {error}") from None
+        key = answer_cache_key(principal.tenant_id, principal.acl_signature, question, segment)
+        cached = self._cached_answer(key, principal, degraded)
+        if cached is not None:
+            self.metrics.cache.labels("hit").inc()
+            emit_span(request_id, "cache", 0.0, [c["chunk_id"] for c in cached["citations"]], hit=True)
+            return {**cached, "request_id": request_id, "degraded": degraded, "cached": True}
+        try:
+            response = self.answers.ask(principal, question, request_id=request_id)
+        except PERMISSION_STORE_ERRORS as error:
+            raise ApiError("permissions_unavailable", f"permission store unavailable: {error}") from None
+        body = response.to_dict()
+        body["degraded"] = [*body["degraded"], *degraded]
+        self._record_answer(request_id, response, body)
+        if not set(body["degraded"]) - self._configured_downgrades():  # a transient downgrade is not kept
+            self._store_answer(key, principal.tenant_id, body, body["degraded"])
+        return {**body, "cached": False}
+
+    def _configured_downgrades(self) -> set[str]:
+        """Downgrades that every answer carries by configuration (reranking turned off), which a
+        later request would carry as well: they do not stop an answer being cached."""
+        return {RERANK_SKIPPED} if self.config.answer.reranker == "none" else set()
+
+    def _record_answer(self, request_id: str, response, body: dict) -> None:
+        self.metrics.observe_stages({k: v for k, v in response.timings_ms.items() if k != "total"})
+        if body["refused"]:
+            self.metrics.refusals.labels(body["reason"] or "unknown").inc()
+        for what in body["degraded"]:
+            self.metrics.degraded.labels(what).inc()
+        chunks = {"rerank": [p.chunk_id for p in response.passages],
+                  "validate": [c["chunk_id"] for c in body["citations"]]}
+        emit_stage_spans(request_id, response.timings_ms, chunks)
+
+    def _cached_answer(self, key: str, principal: Principal, degraded: list[str]) -> dict | None:
+        """A cached answer, served only if every document it cites is still readable by this
+        principal at the cited version (the live check applies to cached passages too)."""
+        try:
+            cached = self.state.cache.get(key)
+        except StateUnavailable:
+            degraded.append(CACHE_UNAVAILABLE)  # the cache fails open, visibly
+            self.metrics.cache.labels("error").inc()
+            return None
+        if cached is None:
+            self.metrics.cache.labels("miss").inc()
+            return None
+        readable = self.catalog.readable_documents(principal)
+        for citation in cached["citations"]:
+            current = readable.get(citation["document_id"])
+            if current is None or current.version != citation["version"]:
+                self.metrics.cache.labels("stale").inc()
+                return None
+        return cached
+
+    def _store_answer(self, key: str, tenant_id: str, body: dict, degraded: list[str]) -> None:
+        documents = {c["document_id"] for c in body["citations"]}
+        value = {k: body[k] for k in ("answer", "refused", "reason", "citations")}
+        try:
+            self.state.cache.put(key, value, tenant_id, documents)
+        except StateUnavailable:
+            degraded.append(CACHE_UNAVAILABLE)
+
+    def _invalidate(self, tenant_id: str, document_ids: list[str] | None = None) -> None:
+        """After a write, drop cached answers that used the documents (refusals cite nothing, so
+        the tenant's whole cache goes when a document becomes newly visible)."""
+        try:
+            if document_ids is None:
+                self.state.cache.invalidate_tenant(tenant_id)
+            else:
+                self.state.cache.invalidate_documents(tenant_id, document_ids)
+        except StateUnavailable:
+            log.warning("answer cache unreachable; entries for %s expire by TTL", tenant_id)
+
+    # ------------------------------------------------------------------ admin writes
+    def idempotent(self, scope: str, key: str | None, request: dict, action: Callable[[], dict],
+                   status_code: int = 200) -> tuple[dict, int]:
+        """Run an admin write once per idempotency key: a replay returns the first response; the
+        same key with a different request is a conflict."""
+        if not key:
+            return action(), status_code
+        fingerprint = hashlib.sha256(json.dumps(request, sort_keys=True, default=str).encode()).hexdigest()
+        store = self.state.idempotency
+        try:
+            started = store.begin(scope, key, fingerprint)
+        except StateUnavailable as error:
+            raise ApiError("state_unavailable", f"idempotency store unavailable: {error}") from None
+        if started.status == "done":
+            return dict(started.response or {}), int(started.status_code or status_code)
+        if started.status == "in_progress":
+            raise ApiError("idempotency_in_progress", "a request with this Idempotency-Key is still running")
+        if started.status == "conflict":
+            raise ApiError("idempotency_conflict", "this Idempotency-Key was used with a different request")
+        try:
+            response = action()
+        except BaseException:
+            store.release(scope, key)
+            raise
+        store.complete(scope, key, response, status_code)
+        return response, status_code
+
+    def upload(self, actor: str, tenant_id: str, document_id: str, filename: str, content: bytes,
+               groups: list[str]) -> dict:
+        suffix = Path(filename).suffix.lower()
+        if suffix not in UPLOAD_SUFFIXES:
+            raise ApiError("invalid_request", f"unsupported file type {suffix!r}; use one of {UPLOAD_SUFFIXES}")
+        if len(content) > self.config.serving.max_upload_bytes:
+            raise ApiError("payload_too_large",
+                           f"document is {len(content):,} bytes; the limit is {self.config.serving.max_upload_bytes:,}")
+        self.catalog.ensure_tenant(tenant_id)
+        job_id = self.catalog.create_job(tenant_id, "ingest")
+        path = self.config.home / "uploads" / tenant_id / job_id / f"{_safe_name(document_id)}{suffix}"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(content)
+        self.catalog.audit(actor, "upload", tenant_id, document_id, {"job_id": job_id, "bytes": len(content)})
+        thread = threading.Thread(target=self._ingest, name=f"ingest-{job_id}", daemon=True,
+                                  args=(job_id, tenant_id, document_id, path, groups))
+        self._jobs[job_id] = thread
+        thread.start()
+        return {"job_id": job_id, "status": "running"}
+
+    def _ingest(self, job_id: str, tenant_id: str, document_id: str, path: Path, groups: list[str]) -> None:
+        try:
+            ingestor = self._ingestor_factory()
+            acl = AclSpec(documents={document_id: tuple(groups)})
+            ingestor.ingest(tenant_id, [SourceFile(path, document_id, path.name)], acl, actor="api", job_id=job_id)
+            self._invalidate(tenant_id)
+        except Exception:  # the job row says failed with the error; the thread must not die loudly
+            log.exception("ingestion job %s failed", job_id)
+        finally:
+            self._jobs.pop(job_id, None)
+
+    def wait_for_jobs(self, timeout_s: float) -> None:
+        """Tests and shutdown: let running ingestion threads finish."""
+        deadline = time.monotonic() + timeout_s
+        for thread in list(self._jobs.values()):
+            thread.join(max(0.0, deadline - time.monotonic()))
+
+    def job(self, job_id: str) -> dict:
+        job = self.catalog.get_job(job_id)
+        if job is None:
+            raise ApiError("not_found", f"no job {job_id!r}")
+        return job
+
+    def withdraw(self, actor: str, tenant_id: str, document_id: str) -> dict:
+        self._known_document(tenant_id, document_id)
+        self.catalog.withdraw(tenant_id, document_id, actor)
+        self._invalidate(tenant_id, [document_id])
+        return {"tenant_id": tenant_id, "document_id": document_id, "status": "withdrawn"}
+
+    def set_acl(self, actor: str, tenant_id: str, document_id: str, groups: list[str]) -> dict:
+        self._known_document(tenant_id, document_id)
+        acl_version = self.catalog.set_acl(tenant_id, document_id, groups, actor)
+        # A grant can make an earlier refusal wrong, and refusals cite no document: drop the tenant's cache.
+        self._invalidate(tenant_id)
+        return {"tenant_id": tenant_id, "document_id": document_id, "groups": sorted(groups),
+                "acl_version": acl_version}
+
+    def _known_document(self, tenant_id: str, document_id: str) -> None:
+        if self.catalog.get_document(tenant_id, document_id) is None:
+            raise ApiError("not_found", f"tenant {tenant_id!r} has no document {document_id!r}")
+
+
+def _safe_name(document_id: str) -> str:
+    """A file name for an uploaded document: its id with anything but [A-Za-z0-9._-] replaced."""
+    cleaned = "".join(c if c.isalnum() or c in "._-" else "_" for c in document_id)
+    return cleaned.strip(".") or uuid.uuid4().hex
