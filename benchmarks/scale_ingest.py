@@ -150,7 +150,7 @@ def main() -> None:
 
     from citadel.catalog.sqlite import SQLiteCatalog
     from citadel.synth import MANIFEST_NAME, SynthResult
-    from indexing.ray_local import local_ray
+    from cluster.ray_local import local_ray
     from indexing.records import records_from_manifest
 
     corpus, home = args.workdir / "corpus", args.workdir / "home"

@@ -78,7 +78,7 @@ def raydata(manifest: Path, config: CitadelConfig) -> dict:
 def bench_ingest(config: CitadelConfig, chunks: int, tenants: int = 4, workdir: Path | None = None,
                  seed: int = 0) -> dict:
     """{"rows": [raydata, raw_encode], "ratio": raydata/raw_encode, "notes": ...}."""
-    from indexing.ray_local import local_ray
+    from cluster.ray_local import local_ray
 
     with tempfile.TemporaryDirectory(prefix="citadel-bench-") as scratch:
         root = Path(workdir or scratch)

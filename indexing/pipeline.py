@@ -182,7 +182,7 @@ class _Document:
 
 
 class RayIngestPipeline:
-    """Runs one ingestion job on the connected Ray instance (see indexing/ray_local.py)."""
+    """Runs one ingestion job on the connected Ray instance (see cluster/ray_local.py)."""
 
     def __init__(self, catalog: Catalog, config: CitadelConfig, progress: Progress | None = None):
         self._catalog = catalog

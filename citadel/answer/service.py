@@ -89,11 +89,18 @@ class QueryVectorMemo:
 
     def __init__(self, inner, capacity: int = QUERY_MEMO_CAPACITY):
         self._inner = inner
-        self.model_id = inner.model_id
-        self.dim = inner.dim
         self._capacity = capacity
         self._vectors: OrderedDict[str, np.ndarray] = OrderedDict()
         self._lock = threading.Lock()
+
+    @property
+    def model_id(self) -> str:
+        # Read through, not copied: a remote embedder learns its model id on first use.
+        return self._inner.model_id
+
+    @property
+    def dim(self) -> int:
+        return self._inner.dim
 
     def embed_passages(self, texts: list[str]) -> np.ndarray:
         return self._inner.embed_passages(texts)

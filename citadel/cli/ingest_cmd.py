@@ -81,7 +81,7 @@ def _acl(request: IngestRequest):
 
 # ------------------------------------------------------------------------------------------- Ray
 def _run_on_ray(runtime: Runtime, request: IngestRequest, progress: Callable) -> dict | None:
-    from indexing.ray_local import local_ray
+    from cluster.ray_local import local_ray
     from indexing.records import records_from_dead_letters, records_from_manifest, records_from_paths
 
     from citadel.errors import CitadelError

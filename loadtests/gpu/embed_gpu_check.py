@@ -100,7 +100,7 @@ def embed_stage_rate(texts: list[str], batch: int) -> float:
 def raydata_rate(texts: list[str], batch: int) -> float:
     """The stage inside Ray Data on one GPU actor (local instance on 127.0.0.1)."""
     from citadel.config import CitadelConfig
-    from indexing.ray_local import local_ray
+    from cluster.ray_local import local_ray
     from indexing.stages import EmbedStage
 
     config = CitadelConfig()

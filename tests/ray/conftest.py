@@ -14,7 +14,7 @@ def ray_runtime(make_runtime):
     """A Runtime (hash embedder, fresh home) and a local Ray instance for the test's duration."""
     if importlib.util.find_spec("ray") is None:
         pytest.skip("ray is not installed")
-    from indexing.ray_local import local_ray
+    from cluster.ray_local import local_ray
 
     runtime = make_runtime()
     pipeline_settings(runtime.config)

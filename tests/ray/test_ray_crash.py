@@ -93,7 +93,7 @@ def test_crash_mid_publish_leaves_old_version_served(make_runtime, tmp_path):
     assert len(abandoned) == 1
 
     # The next run, on a fresh local Ray instance, publishes version 2 and sweeps the leftovers.
-    from indexing.ray_local import local_ray
+    from cluster.ray_local import local_ray
 
     runtime.config.ingest_pipeline.ray_num_cpus = RAY_CPUS
     runtime.config.ingest_pipeline.ray_object_store_mb = OBJECT_STORE_MB

@@ -16,7 +16,7 @@ from citadel.cli.main import app
 from citadel.cli.runtime import Runtime
 from citadel.config import load_config
 from citadel.synth import SynthSpec, generate
-from indexing.ray_local import RayLaunch, RayNotLocal, check_loopback
+from cluster.ray_local import RayLaunch, RayNotLocal, check_loopback
 
 DOC = "# Hotel policy\n\n## Limit\n\nThe hotel limit is 220 USD per night.\n"
 

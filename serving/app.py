@@ -1,0 +1,219 @@
+"""The Ray Serve application (DESIGN.md §5): `build_app(args) -> Application`, the Serve config's
+`import_path` (`serving.app:build_app`).
+
+Two topologies from one config (`serving.topology`):
+- **fused**: one deployment, the HTTP ingress with every stage in its replica (no hops; CPU-only and
+  latency-critical use).
+- **split**: a gateway ingress calling embedder, retriever, router, generator (and reranker, when one
+  is configured) deployments, each with its own replicas, autoscaling and resources.
+The stage objects are the same plain classes in both (serving/compose.py); this module only puts Ray
+decorators around them. Each deployment's limits and autoscaling come from
+`serving.deployments.<name>` in config.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from ray import serve
+from ray.serve import Application
+
+from citadel.answer.service import QueryVectorMemo
+from citadel.config import CitadelConfig, DeploymentSettings, load_config
+from serving.api import create_api, install_gateway
+from serving.compose import Stages, build_gateway, make_embedder
+from serving.remote import RemoteEmbedder, RemoteGenerator, RemoteReranker, RemoteRetriever, RemoteRouter
+
+api = create_api()
+
+
+def _config(config_dict: dict) -> CitadelConfig:
+    return CitadelConfig.model_validate(config_dict)
+
+
+# ---------------------------------------------------------------------- stage deployments
+@serve.deployment
+class Embedder:
+    """Query embeddings, batched across concurrent requests (one model forward per batch)."""
+
+    def __init__(self, config_dict: dict):
+        config = _config(config_dict)
+        self._embedder = make_embedder(config)
+        self.embed_query = serve.batch(max_batch_size=config.serving.embed_max_batch_size,
+                                       batch_wait_timeout_s=config.serving.embed_batch_wait_s)(self._embed_batch)
+
+    async def _embed_batch(self, texts: list[str]) -> list[np.ndarray]:
+        vectors = await asyncio.to_thread(self._embedder.embed_queries, list(texts))
+        return list(vectors)
+
+    async def embed_passages(self, texts: list[str]) -> np.ndarray:
+        return await asyncio.to_thread(self._embedder.embed_passages, texts)
+
+    def info(self) -> dict:
+        return {"model_id": self._embedder.model_id, "dim": self._embedder.dim}
+
+
+class TenantSlot:
+    """A tenant's partition held by one retriever replica while Serve's multiplexing LRU keeps it.
+    Serve calls `__del__` when it evicts the tenant; eviction is idempotent, so running the cleanup
+    twice (Serve, then the garbage collector) is harmless."""
+
+    def __init__(self, partitions, tenant_id: str):
+        self._partitions = partitions
+        self.tenant_id = tenant_id
+        partitions.get(tenant_id)  # load now, so the first query does not pay for it
+
+    def __del__(self) -> None:
+        self._partitions.evict(self.tenant_id)
+
+
+@serve.deployment
+class Retriever:
+    """ACL-scoped hybrid retrieval; tenants are multiplexed models (one partition each)."""
+
+    def __init__(self, config_dict: dict, embedder_handle):
+        from citadel.catalog.sqlite import SQLiteCatalog
+        from citadel.retrieval.partitions import PartitionCache
+        from citadel.retrieval.retriever import Retriever as CoreRetriever
+
+        config = _config(config_dict)
+        catalog = SQLiteCatalog(config.catalog_path)
+        self._partitions = PartitionCache(catalog, config.partitions_dir, capacity=config.serving.tenants_per_replica)
+        self._memo = QueryVectorMemo(RemoteEmbedder(embedder_handle, config.serving.request_timeout_s))
+        self._retriever = CoreRetriever(catalog, self._partitions, self._memo, config.retrieval, config.index)
+        partitions = self._partitions
+
+        async def load(tenant_id: str) -> TenantSlot:
+            return await asyncio.to_thread(TenantSlot, partitions, tenant_id)
+
+        # Wired at init so the LRU size comes from config (Serve detects an instance attribute);
+        # a plain function, since Serve keeps its per-replica model table on the decorated object.
+        self.tenant = serve.multiplexed(max_num_models_per_replica=config.serving.tenants_per_replica)(load)
+
+    async def retrieve(self, principal, query: str, top_k: int | None, request_id: str | None):
+        if serve.get_multiplexed_model_id() != principal.tenant_id:
+            raise ValueError("retriever call not routed by the caller's tenant")
+        await self.tenant(principal.tenant_id)
+        result = await asyncio.to_thread(self._retriever.retrieve, principal, query, top_k, request_id)
+        return result, self._memo.recall(query)
+
+
+@serve.deployment
+class Reranker:
+    def __init__(self, config_dict: dict):
+        from citadel.rerank.backends import make_reranker
+
+        self._reranker = make_reranker(_config(config_dict).answer)
+
+    def model_id(self) -> str:
+        return self._reranker.model_id
+
+    async def rerank(self, question: str, passages: list, top_n: int) -> list:
+        return await asyncio.to_thread(self._reranker.rerank, question, passages, top_n)
+
+
+@serve.deployment
+class Router:
+    def __init__(self, config_dict: dict):
+        from citadel.guardrails import Router as CoreRouter
+
+        self._router = CoreRouter()
+
+    def route(self, question: str):
+        return self._router.route(question)
+
+
+@serve.deployment
+class Generator:
+    def __init__(self, config_dict: dict):
+        from citadel.answer.generators import make_generator
+
+        self._generator = make_generator(_config(config_dict).answer)
+
+    def model_id(self) -> str:
+        return self._generator.model_id
+
+    async def generate(self, question: str, sources: list) -> str:
+        return await asyncio.to_thread(self._generator.generate, question, sources)
+
+
+# ---------------------------------------------------------------------- the ingress
+@serve.deployment
+@serve.ingress(api)
+class Gateway:
+    """HTTP ingress. Without handles it runs every stage itself (fused); with them it calls the
+    stage deployments (split)."""
+
+    def __init__(self, config_dict: dict, handles: dict[str, Any] | None = None):
+        config = _config(config_dict)
+        install_gateway(build_gateway(config, _remote_stages(config, handles) if handles else None))
+
+
+def _remote_stages(config: CitadelConfig, handles: dict[str, Any]) -> Stages:
+    timeout_s = config.serving.request_timeout_s
+    memo = QueryVectorMemo(RemoteEmbedder(handles["embedder"], timeout_s))
+    reranker = handles.get("reranker")
+    return Stages(embedder=RemoteEmbedder(handles["embedder"], timeout_s),
+                  retriever=RemoteRetriever(handles["retriever"], timeout_s, memo),
+                  reranker=RemoteReranker(reranker, timeout_s) if reranker is not None else None,
+                  generator=RemoteGenerator(handles["generator"], timeout_s),
+                  router=RemoteRouter(handles["router"], timeout_s), memo=memo)
+
+
+# ---------------------------------------------------------------------- the builder
+def deployment_options(name: str, settings: DeploymentSettings) -> dict[str, Any]:
+    """Serve options of one deployment from its config entry (fixed replicas when min == max)."""
+    options: dict[str, Any] = {
+        "name": name,
+        "max_ongoing_requests": settings.max_ongoing_requests,
+        "max_queued_requests": settings.max_queued_requests,
+        "ray_actor_options": {"num_cpus": settings.num_cpus, "num_gpus": settings.num_gpus},
+    }
+    if settings.max_replicas > settings.min_replicas:
+        options["autoscaling_config"] = {
+            "min_replicas": settings.min_replicas, "max_replicas": settings.max_replicas,
+            "initial_replicas": max(settings.min_replicas, 1),
+            "target_ongoing_requests": settings.target_ongoing_requests,
+            "upscale_delay_s": settings.upscale_delay_s, "downscale_delay_s": settings.downscale_delay_s,
+        }
+    else:
+        options["num_replicas"] = settings.min_replicas or 1
+    return options
+
+
+def app_config(args: dict[str, Any] | None) -> CitadelConfig:
+    """The config the app runs with: `args.config` (a YAML path) or CITADEL_CONFIG, then
+    `args.topology`; the home directory made absolute, since replicas do not share our cwd."""
+    args = dict(args or {})
+    config = load_config(args.get("config"))
+    if args.get("topology"):
+        config.serving.topology = args["topology"]
+    config.home = Path(config.home).resolve()
+    return config
+
+
+def build_app(args: dict[str, Any] | None = None) -> Application:
+    """The Serve config's entry point: `args` are its `args` (`config`, `topology`)."""
+    return build_app_for(app_config(args))
+
+
+def build_app_for(config: CitadelConfig) -> Application:
+    config = config.model_copy(deep=True)
+    config.home = Path(config.home).resolve()
+    config_dict = config.model_dump(mode="json")
+    settings = config.serving.deployments
+
+    def bound(deployment, name: str, *bind_args):
+        return deployment.options(**deployment_options(name, settings[name])).bind(config_dict, *bind_args)
+
+    if config.serving.topology == "fused":
+        return bound(Gateway, "fused")
+    embedder = bound(Embedder, "embedder")
+    handles = {"embedder": embedder, "retriever": bound(Retriever, "retriever", embedder),
+               "router": bound(Router, "router"), "generator": bound(Generator, "generator")}
+    if config.answer.reranker != "none":
+        handles["reranker"] = bound(Reranker, "reranker")
+    return bound(Gateway, "gateway", handles)
