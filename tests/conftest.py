@@ -6,6 +6,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.redis_server import redis_url  # noqa: F401  (a session fixture for every folder)
+
 REPO = Path(__file__).resolve().parents[1]
 SHARED_DATA = (REPO / ".." / "shared" / "data").resolve()
 

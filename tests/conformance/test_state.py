@@ -1,6 +1,6 @@
 """Conformance suite for serving state (DESIGN.md §7): the in-process and Redis backends behave the same.
 
-The Redis half runs against a real redis-server started for this module (CI installs the Debian package;
+The Redis half runs against a real redis-server started for the session (tests/redis_server.py) (CI installs the Debian package;
 set CITADEL_REQUIRE_REDIS=1 to make its absence a failure instead of a skip). Time is a fake clock, so
 TTLs and UTC days are tested without sleeping; each test gets its own key prefix on the shared server.
 """
@@ -8,9 +8,6 @@ TTLs and UTC days are tested without sleeping; each test gets its own key prefix
 from __future__ import annotations
 
 import os
-import shutil
-import socket
-import subprocess
 import threading
 import time
 import uuid
@@ -31,9 +28,6 @@ from citadel.state import (
 )
 from citadel.state.base import SECONDS_PER_DAY
 
-REDIS_START_TIMEOUT_S = 10.0
-REDIS_POLL_S = 0.05
-REDIS_STOP_TIMEOUT_S = 5.0
 UNREACHABLE_REDIS = "redis://127.0.0.1:1/0"  # port 1: nothing listens, the connection is refused at once
 START = 20_000 * SECONDS_PER_DAY + 3_600.0  # 01:00 UTC on some day
 TTL_S = 100.0
@@ -48,58 +42,6 @@ class FakeClock:
 
     def __call__(self) -> float:
         return self.now
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def _wait_for_ping(proc: subprocess.Popen, url: str, log: Path) -> None:
-    client = redis.Redis.from_url(url, socket_timeout=REDIS_POLL_S * 10, socket_connect_timeout=REDIS_POLL_S * 10)
-    deadline = time.monotonic() + REDIS_START_TIMEOUT_S
-    try:
-        while time.monotonic() < deadline:
-            if proc.poll() is not None:
-                pytest.fail(f"redis-server exited with {proc.returncode}:\n{log.read_text()}")
-            try:
-                if client.ping():
-                    return
-            except redis.exceptions.ConnectionError:
-                time.sleep(REDIS_POLL_S)
-        pytest.fail(f"redis-server did not answer PING within {REDIS_START_TIMEOUT_S} s:\n{log.read_text()}")
-    finally:
-        client.close()
-
-
-@pytest.fixture(scope="module")
-def redis_url(tmp_path_factory):
-    """A private redis-server on a free localhost port, without persistence; always stopped afterwards."""
-    binary = shutil.which("redis-server")
-    if binary is None:
-        message = "redis-server is not on PATH (install the Debian package `redis-server`)"
-        if os.environ.get("CITADEL_REQUIRE_REDIS") == "1":
-            pytest.fail(f"{message}; CITADEL_REQUIRE_REDIS=1 requires it")
-        pytest.skip(f"{message}; the Redis half of the state conformance suite is skipped")
-    workdir = tmp_path_factory.mktemp("redis")
-    port = _free_port()
-    log = workdir / "redis.log"
-    args = [binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"]
-    args += ["--dir", str(workdir)]
-    with open(log, "wb") as log_file:
-        proc = subprocess.Popen(args, stdout=log_file, stderr=subprocess.STDOUT)
-    try:
-        url = f"redis://127.0.0.1:{port}/0"
-        _wait_for_ping(proc, url, log)
-        yield url
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=REDIS_STOP_TIMEOUT_S)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
 
 
 @pytest.fixture
