@@ -1,23 +1,31 @@
-"""`citadel demo` (what `make demo` runs): ingest the fictional tenants in examples/ and show
-citations, a superseded version excluded, a Finance-only document invisible to Sales, and tenant
-isolation, all through the same code paths as `citadel ingest` and `citadel retrieve`."""
+"""`citadel demo` (what `make demo` runs): ingest the fictional tenants in examples/, start a local
+cluster (`citadel up`: Ray on 127.0.0.1 and the Serve app) and show, through its HTTP API, citations,
+a superseded version excluded after an upload, a Finance-only document invisible to Sales, tenant
+isolation, a page citation, a cited answer, an honest refusal and an ACL revocation; then stop it."""
 
 from __future__ import annotations
 
 import shutil
+import socket
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
+import httpx
 from rich.console import Console
 from rich.panel import Panel
 
 from citadel.cli.runtime import Runtime
-from citadel.config import load_config
+from citadel.config import CitadelConfig, load_config
+from citadel.identity import load_signing_key, sign_user_context
 from citadel.ingestion import AclSpec, SourceFile, discover
-from citadel.types import Principal
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 DEMO_HOME = Path("var/demo")
+USER_CONTEXT_TTL_S = 600
+HTTP_TIMEOUT_S = 120.0
+JOB_POLL_S = 0.25
+JOB_TIMEOUT_S = 120.0
 console = Console()
 
 PDF_PAGES = [
@@ -47,17 +55,67 @@ def generate_pdf(path: Path) -> Path:
     return path
 
 
-def _show(runtime: Runtime, title: str, principal: Principal, question: str) -> list:
-    result = runtime.retriever.retrieve(principal, question, top_k=3)
-    lines = [f"[bold]{principal.user_id}[/bold] ({principal.tenant_id}; groups {sorted(principal.groups)}) asks: "
-             f"[italic]{question}[/italic]  plan={result.plan}"]
-    for rank, p in enumerate(result.passages, start=1):
-        page = f", page {p.page}" if p.page else ""
-        lines.append(f"[{rank}] {p.title} v{p.version} — {p.heading}{page}\n    {p.text[:160].strip()}")
-    if not result.passages:
+@dataclass(frozen=True)
+class User:
+    tenant: str
+    name: str
+    groups: tuple[str, ...]
+
+
+class ApiClient:
+    """The demo's view of the API: a calling service acting for signed-in users, and an admin."""
+
+    def __init__(self, url: str, config: CitadelConfig, service: str, service_token: str, admin_token: str):
+        self.http = httpx.Client(base_url=url, timeout=HTTP_TIMEOUT_S)
+        self._config = config
+        self._service = service
+        self._key = load_signing_key(config.signing_key_path)
+        self._service_token = service_token
+        self._admin = {"authorization": f"Bearer {admin_token}"}
+
+    def _headers(self, user: User) -> dict:
+        context = sign_user_context(self._key, user.tenant, user.name, list(user.groups), self._service,
+                                    USER_CONTEXT_TTL_S, self._config.identity.audience, int(time.time()))
+        return {"authorization": f"Bearer {self._service_token}", "x-citadel-user-context": context}
+
+    def _ok(self, response: httpx.Response) -> dict:
+        if response.status_code >= 300:
+            raise SystemExit(f"demo failed: {response.request.method} {response.request.url.path} "
+                             f"→ {response.status_code} {response.text}")
+        return response.json()
+
+    def retrieve(self, user: User, query: str, top_k: int = 3) -> dict:
+        return self._ok(self.http.post("/v1/retrieve", json={"query": query, "top_k": top_k},
+                                       headers=self._headers(user)))
+
+    def answer(self, user: User, question: str) -> dict:
+        return self._ok(self.http.post("/v1/answer", json={"question": question}, headers=self._headers(user)))
+
+    def upload(self, tenant: str, path: Path, document_id: str, groups: list[str]) -> dict:
+        body = {"document_id": document_id, "filename": path.name, "text": path.read_text(), "groups": groups}
+        job = self._ok(self.http.post(f"/v1/admin/tenants/{tenant}/documents", json=body, headers=self._admin))
+        deadline = time.monotonic() + JOB_TIMEOUT_S
+        while job.get("status") == "running" and time.monotonic() < deadline:
+            time.sleep(JOB_POLL_S)
+            job = self._ok(self.http.get(f"/v1/admin/jobs/{job['job_id']}", headers=self._admin))
+        return job
+
+    def set_acl(self, tenant: str, document_id: str, groups: list[str]) -> dict:
+        return self._ok(self.http.put(f"/v1/admin/tenants/{tenant}/documents/{document_id}/acl",
+                                      json={"groups": groups}, headers=self._admin))
+
+
+def _show(api: ApiClient, title: str, user: User, question: str) -> list[dict]:
+    result = api.retrieve(user, question)
+    lines = [f"[bold]{user.name}[/bold] ({user.tenant}; groups {sorted(user.groups)}) asks: "
+             f"[italic]{question}[/italic]  plan={result['plan']}"]
+    for rank, p in enumerate(result["passages"], start=1):
+        page = f", page {p['page']}" if p["page"] else ""
+        lines.append(f"[{rank}] {p['title']} v{p['version']} — {p['heading']}{page}\n    {p['text'][:160].strip()}")
+    if not result["passages"]:
         lines.append("(no passages: nothing readable matches)")
     console.print(Panel("\n".join(lines), title=title))
-    return result.passages
+    return result["passages"]
 
 
 def _expect(condition: bool, failure: str) -> None:
@@ -66,14 +124,14 @@ def _expect(condition: bool, failure: str) -> None:
         raise SystemExit(f"demo failed: {failure}")
 
 
-def _answer(runtime: Runtime, title: str, principal: Principal, question: str):
-    response = runtime.answer_service.ask(principal, question)
-    lines = [f"[bold]{principal.user_id}[/bold] asks: [italic]{question}[/italic]", "", response.answer]
-    for number, citation in enumerate(response.citations, start=1):
+def _answer(api: ApiClient, title: str, user: User, question: str) -> dict:
+    response = api.answer(user, question)
+    lines = [f"[bold]{user.name}[/bold] asks: [italic]{question}[/italic]", "", response["answer"]]
+    for number, citation in enumerate(response["citations"], start=1):
         page = f", page {citation['page']}" if citation["page"] else ""
         lines.append(f"  [{number}] {citation['title']} v{citation['version']} — {citation['heading']}{page}")
-    if response.refused:
-        lines.append(f"(refused: {response.reason})")
+    if response["refused"]:
+        lines.append(f"(refused: {response['reason']})")
     console.print(Panel("\n".join(lines), title=title))
     return response
 
@@ -84,11 +142,20 @@ def _ingest(runtime: Runtime, tenant: str, files: list[SourceFile], acl: AclSpec
                   f"tier {report['tier']}, failures {report['failed']}")
 
 
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
 def run_demo() -> None:
+    from serving.launcher import LOCAL_ADMIN_SERVICE, LOCAL_APP_SERVICE, down, token_path, up
+
     started = time.perf_counter()
     shutil.rmtree(DEMO_HOME, ignore_errors=True)
     config = load_config()
-    config.home = DEMO_HOME
+    config.home = DEMO_HOME.resolve()
+    config.serving.port = _free_port()
     runtime = Runtime(config=config)
     acme_acl = AclSpec.from_file(EXAMPLES / "acme" / "acl.yaml")
     acme_files = [f for f in discover([EXAMPLES / "acme"]) if "travel-policy-v3" not in f.source]
@@ -97,31 +164,50 @@ def run_demo() -> None:
     _ingest(runtime, "acme", acme_files, acme_acl)
     _ingest(runtime, "northwind", discover([EXAMPLES / "northwind"]),
             AclSpec.from_file(EXAMPLES / "northwind" / "acl.yaml"))
+    runtime.catalog.close()
 
-    staff = Principal("acme", "alice", frozenset({"staff"}))
-    _show(runtime, "1. A passage set with its citations (v2 is published)", staff, "What is the hotel limit per night?")
-    _ingest(runtime, "acme", discover([EXAMPLES / "acme" / "travel-policy-v3.md"]), acme_acl)
-    passages = _show(runtime, "2. v3 published: the superseded v2 is excluded", staff,
-                     "What is the hotel limit per night?")
-    _expect(all(p.version == 3 for p in passages if p.document_id == "travel-policy"), "superseded version leaked")
-    _show(runtime, "3. A page citation from the generated PDF", staff, "How much is reimbursed for home office equipment?")
+    console.print(f"starting a local cluster ({config.serving.topology}) on 127.0.0.1:{config.serving.port} ...")
+    url = up(config)
+    try:
+        console.print(f"[green]serving at {url}[/green] ({time.perf_counter() - started:.1f} s so far)")
+        api = ApiClient(url, config, LOCAL_APP_SERVICE, token_path(config, LOCAL_APP_SERVICE).read_text(),
+                        token_path(config, LOCAL_ADMIN_SERVICE).read_text())
+        _tour(api)
+    finally:
+        down(config)
+    console.print(f"[green]demo finished in {time.perf_counter() - started:.1f} s[/green] (data in {DEMO_HOME}; "
+                  "the cluster is stopped)")
 
-    sales = Principal("northwind", "sam", frozenset({"sales"}))
-    finance = Principal("northwind", "fiona", frozenset({"finance"}))
-    _show(runtime, "4. Northwind: the 2026 policy, not the superseded 2025 one", sales,
+
+def _tour(api: ApiClient) -> None:
+    staff = User("acme", "alice", ("staff",))
+    _show(api, "1. A passage set with its citations (v2 is published)", staff, "What is the hotel limit per night?")
+    job = api.upload("acme", EXAMPLES / "acme" / "travel-policy-v3.md", "travel-policy", ["staff", "exec"])
+    _expect(job["status"] == "succeeded", f"upload of travel-policy v3 failed: {job}")
+    passages = _show(api, f"2. v3 uploaded through the admin API (job {job['job_id']}): the superseded v2 is excluded",
+                     staff, "What is the hotel limit per night?")
+    _expect(all(p["version"] == 3 for p in passages if p["document_id"] == "travel-policy"), "superseded version leaked")
+    _show(api, "3. A page citation from the generated PDF", staff, "How much is reimbursed for home office equipment?")
+
+    sales = User("northwind", "sam", ("sales",))
+    finance = User("northwind", "fiona", ("finance",))
+    _show(api, "4. Northwind: the 2026 policy, not the superseded 2025 one", sales,
           "What standard discount can sales offer?")
-    hidden = _show(runtime, "5. Finance-only margin model is invisible to Sales", sales,
-                   "What is the target gross margin on hardware bundles?")
-    _expect(all(p.document_id != "margin-model" for p in hidden), "finance-only document leaked")
-    _show(runtime, "6. ... and visible to Finance", finance, "What is the target gross margin on hardware bundles?")
-    cross = _show(runtime, "7. Scoped to Acme: Northwind's documents cannot be seen", staff,
+    margin = "What is the target gross margin on hardware bundles?"
+    hidden = _show(api, "5. Finance-only margin model is invisible to Sales", sales, margin)
+    _expect(all(p["document_id"] != "margin-model" for p in hidden), "finance-only document leaked")
+    seen = _show(api, "6. ... and visible to Finance", finance, margin)
+    _expect(any(p["document_id"] == "margin-model" for p in seen), "finance cannot see its own document")
+    cross = _show(api, "7. Scoped to Acme: Northwind's documents cannot be seen", staff,
                   "Northwind standard discount 12% annual contracts regional sales director")
-    _expect(all(not p.chunk_id.startswith("northwind:") for p in cross), "cross-tenant leak")
-    _answer(runtime, "8. A cited answer", staff, "What is the hotel limit per night in London?")
-    refusal = _answer(runtime, "9. The documents are silent: an honest refusal", staff,
+    _expect(all(not p["chunk_id"].startswith("northwind:") for p in cross), "cross-tenant leak")
+    _answer(api, "8. A cited answer", staff, "What is the hotel limit per night in London?")
+    refusal = _answer(api, "9. The documents are silent: an honest refusal", staff,
                       "What is the parental leave policy for contractors in Brazil?")
-    _expect(refusal.refused, "expected a refusal for a question the documents do not answer")
-    console.print(f"[green]demo finished in {time.perf_counter() - started:.1f} s[/green] (data in {DEMO_HOME})")
+    _expect(refusal["refused"], "expected a refusal for a question the documents do not answer")
+    api.set_acl("northwind", "margin-model", ["board"])
+    revoked = _show(api, "10. Margin model revoked from Finance through the admin API: gone at once", finance, margin)
+    _expect(all(p["document_id"] != "margin-model" for p in revoked), "revoked document still served")
 
 
 if __name__ == "__main__":

@@ -46,6 +46,16 @@ def _add_identity() -> None:
 
 
 _add_identity()
+
+
+def _add_serving() -> None:
+    from citadel.cli.serve_cmd import down, up
+
+    app.command("up")(up)
+    app.command("down")(down)
+
+
+_add_serving()
 console = Console(stderr=True)
 
 ConfigOption = typer.Option(None, "--config", help="YAML config file (else CITADEL_CONFIG, then defaults).")

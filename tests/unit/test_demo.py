@@ -1,6 +1,13 @@
-"""`make demo` end to end on the fake embedder: its own checks (no leaks, refusal) must hold."""
+"""`make demo` end to end on the fake embedder, through a real local cluster and its HTTP API:
+its own checks (no leaks, a superseded version excluded, a refusal, a revocation) must hold."""
 
-from citadel.cli import demo
+import pytest
+
+pytest.importorskip("ray")
+
+from citadel.cli import demo  # noqa: E402
+
+pytestmark = [pytest.mark.slow, pytest.mark.ray]
 
 
 def test_demo_runs_and_its_checks_hold(tmp_path, monkeypatch):
@@ -9,3 +16,4 @@ def test_demo_runs_and_its_checks_hold(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)  # the generated PDF lands under the working directory
     demo.run_demo()
     assert (tmp_path / "examples" / "generated" / "acme" / "remote-work-guide.pdf").exists()
+    assert not (tmp_path / "demo" / "run" / "citadel.pid").exists()  # the cluster was stopped

@@ -1,0 +1,42 @@
+"""`citadel up` / `citadel down`: the local cluster (serving/launcher.py does the work)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from citadel.config import load_config
+
+
+def up(
+    config: Optional[Path] = typer.Option(None, "--config", help="Citadel config YAML (e.g. cluster/local.yaml)."),
+    topology: Optional[str] = typer.Option(None, "--topology", help="fused or split (default: from config)."),
+    timeout: float = typer.Option(180.0, "--timeout", help="Seconds to wait for /healthz."),
+) -> None:
+    """Start a local Ray instance on 127.0.0.1 (dashboard off) and the API; print its URL."""
+    from serving.launcher import LOCAL_ADMIN_SERVICE, LOCAL_APP_SERVICE, LauncherError, token_path
+    from serving.launcher import up as start
+
+    loaded = load_config(config)
+    if topology is not None:
+        if topology not in ("fused", "split"):
+            raise typer.BadParameter("--topology must be fused or split")
+        loaded.serving.topology = topology
+    try:
+        url = start(loaded, timeout_s=timeout)
+    except LauncherError as error:
+        typer.echo(f"error: {error}", err=True)
+        raise typer.Exit(1)
+    typer.echo(url)
+    typer.echo(f"topology {loaded.serving.topology}; service token in {token_path(loaded, LOCAL_APP_SERVICE)}, "
+               f"admin token in {token_path(loaded, LOCAL_ADMIN_SERVICE)}; "
+               f"mint a user context with `citadel token --service {LOCAL_APP_SERVICE} ...`", err=True)
+
+
+def down(config: Optional[Path] = typer.Option(None, "--config", help="The config `up` was given.")) -> None:
+    """Stop the local cluster that `citadel up` started (only that one)."""
+    from serving.launcher import down as stop
+
+    typer.echo("stopped" if stop(load_config(config)) else "no local cluster was running")
