@@ -173,6 +173,7 @@ class StateConfig(_Section):
         "", description="Redis URL (`CITADEL_REDIS_URL` also sets it). Empty: in-process state (one machine)."
     )
     key_prefix: str = Field("citadel:", description="Prefix of every Redis key, so deployments can share a server.")
+    answer_cache_enabled: bool = Field(True, description="Serve repeated questions from the answer cache.")
     answer_cache_ttl_s: float = Field(3600.0, gt=0, description="How long a cached answer is served.")
     answer_cache_max_entries: int = Field(10_000, ge=1, description="In-process cache capacity (LRU beyond it).")
     budget_requests_per_day: int = Field(2_000, ge=1, description="Requests one user may make per UTC day.")

@@ -69,9 +69,10 @@ class ServiceIdentity:
 
 
 def _valid_name(value: Any) -> bool:
-    """Identifiers end up in logs, cache keys and SQL parameters: bounded, non-empty, no control chars."""
+    """Identifiers end up in logs, cache keys and SQL parameters: bounded, non-empty, no control
+    chars, and encodable as UTF-8 (JSON can spell a lone surrogate, which nothing downstream can store)."""
     return (isinstance(value, str) and 0 < len(value) <= MAX_NAME_CHARS
-            and not any(unicodedata.category(ch) == "Cc" for ch in value))
+            and not any(unicodedata.category(ch) in ("Cc", "Cs") for ch in value))
 
 
 def _sha256_hex(token: str) -> str:

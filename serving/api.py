@@ -56,6 +56,16 @@ class _Body(BaseModel):
     # Unknown fields are ignored, never trusted: a `tenant_id` or `groups` in a body changes nothing.
     model_config = ConfigDict(extra="ignore")
 
+    @model_validator(mode="after")
+    def _utf8_only(self) -> "_Body":
+        # JSON may spell a lone surrogate ("\ud800"); such a string cannot be stored or hashed as
+        # UTF-8, so it is refused here with a 422 instead of failing deep inside a stage.
+        for name, value in self:
+            for text in value if isinstance(value, list) else [value]:
+                if isinstance(text, str) and not _utf8(text):
+                    raise ValueError(f"{name} is not valid Unicode text (a lone surrogate)")
+        return self
+
 
 class RetrieveRequest(_Body):
     query: str = Field(..., min_length=1, max_length=MAX_QUESTION_CHARS, description="What to search for.")
@@ -210,7 +220,8 @@ def create_api() -> FastAPI:
     async def _http(request: Request, error: StarletteHTTPException):
         code = {404: "not_found", 405: "method_not_allowed"}.get(error.status_code, "invalid_request")
         response = _error_response(request, code, str(error.detail))
-        response.status_code = error.status_code
+        if code != "invalid_request":  # an unparsable body is reported like any invalid request (422)
+            response.status_code = error.status_code
         return response
 
     @app.exception_handler(Exception)
@@ -308,6 +319,14 @@ def _add_admin_routes(app: FastAPI) -> None:
         payload = {"tenant": tenant_id, "document": document_id, "groups": sorted(body.groups)}
         action = functools.partial(gateway.set_acl, admin.id, tenant_id, document_id, list(body.groups))
         return await _write(request, f"acl:{admin.id}", idempotency_key, payload, action)
+
+
+def _utf8(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def _check_name(value: str, what: str) -> None:

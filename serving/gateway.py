@@ -161,6 +161,8 @@ class Gateway:
     def _cached_answer(self, key: str, principal: Principal, degraded: list[str]) -> dict | None:
         """A cached answer, served only if every document it cites is still readable by this
         principal at the cited version (the live check applies to cached passages too)."""
+        if not self.config.state.answer_cache_enabled:
+            return None
         try:
             cached = self.state.cache.get(key)
         except StateUnavailable:
@@ -179,6 +181,8 @@ class Gateway:
         return cached
 
     def _store_answer(self, key: str, tenant_id: str, body: dict, degraded: list[str]) -> None:
+        if not self.config.state.answer_cache_enabled:
+            return
         documents = {c["document_id"] for c in body["citations"]}
         value = {k: body[k] for k in ("answer", "refused", "reason", "citations")}
         try:

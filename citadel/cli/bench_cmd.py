@@ -34,3 +34,45 @@ def ingest(
     for row in result["rows"]:
         print(json.dumps(row))
     print(json.dumps({"raydata_vs_raw_encode": result["ratio"], "notes": result["notes"]}))
+
+
+@app.command("serve")
+def serve(
+    concurrency: str = typer.Option("1,8,32", "--concurrency", help="Comma-separated client concurrencies."),
+    duration: float = typer.Option(20.0, "--duration", min=1.0, help="Measured seconds per cell."),
+    warmup: float = typer.Option(3.0, "--warmup", min=0.0, help="Unmeasured seconds before each cell."),
+    settle: float = typer.Option(30.0, "--settle", min=0.0, help="Seconds to watch replicas scale down after load."),
+    home: Optional[Path] = typer.Option(None, "--home", help="An ingested Citadel home (default: the examples, "
+                                                             "ingested into a temporary one)."),
+    as_json: bool = typer.Option(False, "--json", help="Print {\"rows\": [...], ...} as JSON."),
+    config: Optional[Path] = typer.Option(None, "--config"),
+) -> None:
+    """/v1/answer p50/p95/p99 and requests/s: fused, split and in-process, side by side in one run."""
+    import sys
+    import tempfile
+
+    from serving.bench import bench_serve
+
+    runtime = Runtime(config_path=config)
+    levels = [int(c) for c in concurrency.split(",") if c.strip()]
+    with tempfile.TemporaryDirectory(prefix="citadel-bench-serve-") as scratch:
+        if home is None:
+            from citadel.cli.demo import ingest_examples
+
+            runtime.config.home = Path(scratch) / "home"
+            ingest_examples(Runtime(config=runtime.config))
+        else:
+            runtime.config.home = home
+
+        def log(row) -> None:
+            print(json.dumps(row), file=sys.stderr, flush=True)
+
+        result = bench_serve(runtime.config, levels, duration, warmup, settle, log=log)
+    if as_json:
+        print(json.dumps(result, indent=1))
+        return
+    for row in result["rows"]:
+        print(json.dumps(row))
+    print(json.dumps({"ratios": result["ratios"]}))
+    for sample in result["autoscaling"]:
+        print(json.dumps(sample))

@@ -142,6 +142,18 @@ def _ingest(runtime: Runtime, tenant: str, files: list[SourceFile], acl: AclSpec
                   f"tier {report['tier']}, failures {report['failed']}")
 
 
+def ingest_examples(runtime: Runtime) -> None:
+    """Acme (without travel-policy v3, which the tour uploads) with the generated PDF, and Northwind."""
+    acme_acl = AclSpec.from_file(EXAMPLES / "acme" / "acl.yaml")
+    acme_files = [f for f in discover([EXAMPLES / "acme"]) if "travel-policy-v3" not in f.source]
+    pdf = generate_pdf(Path("examples/generated/acme/remote-work-guide.pdf"))
+    acme_files += discover([pdf])
+    _ingest(runtime, "acme", acme_files, acme_acl)
+    _ingest(runtime, "northwind", discover([EXAMPLES / "northwind"]),
+            AclSpec.from_file(EXAMPLES / "northwind" / "acl.yaml"))
+    runtime.catalog.close()
+
+
 def _free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -156,15 +168,7 @@ def run_demo() -> None:
     config = load_config()
     config.home = DEMO_HOME.resolve()
     config.serving.port = _free_port()
-    runtime = Runtime(config=config)
-    acme_acl = AclSpec.from_file(EXAMPLES / "acme" / "acl.yaml")
-    acme_files = [f for f in discover([EXAMPLES / "acme"]) if "travel-policy-v3" not in f.source]
-    pdf = generate_pdf(Path("examples/generated/acme/remote-work-guide.pdf"))
-    acme_files += discover([pdf])
-    _ingest(runtime, "acme", acme_files, acme_acl)
-    _ingest(runtime, "northwind", discover([EXAMPLES / "northwind"]),
-            AclSpec.from_file(EXAMPLES / "northwind" / "acl.yaml"))
-    runtime.catalog.close()
+    ingest_examples(Runtime(config=config))
 
     console.print(f"starting a local cluster ({config.serving.topology}) on 127.0.0.1:{config.serving.port} ...")
     url = up(config)
