@@ -271,6 +271,12 @@ class ServingConfig(_Section):
     rerank_batch_wait_s: float = Field(0.004, ge=0, description="@serve.batch wait of the reranker.")
     tenants_per_replica: int = Field(16, ge=1, description="Tenant partitions a retriever replica keeps (multiplex LRU).")
     max_upload_bytes: int = Field(20 * 1024 * 1024, ge=1, description="Largest document an admin may upload.")
+    haproxy_ingress: bool = Field(
+        False, description="Serve's HAProxy ingress (RAY_SERVE_ENABLE_HA_PROXY) instead of its Python HTTP proxy."
+    )
+    throughput_optimized: bool = Field(
+        False, description="Serve's gRPC data plane between replicas (RAY_SERVE_THROUGHPUT_OPTIMIZED)."
+    )
     fault_injection: bool = Field(False, description="Allow admin fault injection (drills only).")
     deployments: dict[str, DeploymentSettings] = Field(
         default_factory=_deployments, description="Per-deployment settings, by stage name."

@@ -25,13 +25,17 @@ from citadel.answer.service import QueryVectorMemo
 from citadel.config import CitadelConfig, DeploymentSettings, load_config
 from serving.api import create_api, install_gateway
 from serving.compose import Stages, build_gateway, make_embedder
+from serving.loopback import pin_replica_grpc_to_loopback
 from serving.remote import RemoteEmbedder, RemoteGenerator, RemoteReranker, RemoteRetriever, RemoteRouter
 
 api = create_api()
 
 
 def _config(config_dict: dict) -> CitadelConfig:
-    return CitadelConfig.model_validate(config_dict)
+    """Every replica's first step: its config, and its sockets pinned to loopback (serving/loopback.py)."""
+    config = CitadelConfig.model_validate(config_dict)
+    pin_replica_grpc_to_loopback(config)
+    return config
 
 
 # ---------------------------------------------------------------------- stage deployments
@@ -120,6 +124,7 @@ class Router:
     def __init__(self, config_dict: dict):
         from citadel.guardrails import Router as CoreRouter
 
+        _config(config_dict)
         self._router = CoreRouter()
 
     def route(self, question: str):

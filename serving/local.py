@@ -8,6 +8,7 @@ and leaving the block shuts down Serve and then Ray.
 from __future__ import annotations
 
 import logging
+import os
 import time
 import urllib.error
 import urllib.request
@@ -81,11 +82,30 @@ def replace_app(config: CitadelConfig, health_timeout_s: float = 120.0) -> str:
     return deploy(config, health_timeout_s)
 
 
+SERVE_SWITCHES = {"haproxy_ingress": "RAY_SERVE_ENABLE_HA_PROXY", "throughput_optimized": "RAY_SERVE_THROUGHPUT_OPTIMIZED"}
+
+
+def apply_serve_switches(config: CitadelConfig) -> None:
+    """Serve reads these when its controller starts, so they must be set before Ray starts (every
+    Ray process inherits this environment); an operator's explicit environment wins.
+
+    The HAProxy ingress is refused on loopback: Ray 2.60's HAProxy template binds its stats page and
+    Prometheus exporter on every interface (`bind *:8404`, `bind :9101`), which DESIGN.md §8 forbids
+    here. It is meant for a cluster network (KubeRay), where those ports stay inside the pod."""
+    if config.serving.haproxy_ingress and config.serving.host == LOOPBACK:
+        raise ValueError("serving.haproxy_ingress binds HAProxy's stats and metrics ports on all interfaces; "
+                         "it is refused when serving on 127.0.0.1")
+    for field, variable in SERVE_SWITCHES.items():
+        if getattr(config.serving, field):
+            os.environ.setdefault(variable, "1")
+
+
 @contextmanager
 def serve_locally(config: CitadelConfig, health_timeout_s: float = 120.0) -> Iterator[str]:
     """A local Ray, Serve and the app for the block; yields the base URL."""
     from ray import serve
 
+    apply_serve_switches(config)
     with local_ray(config.ingest_pipeline):
         try:
             yield deploy(config, health_timeout_s)

@@ -164,3 +164,20 @@ def test_metrics_are_served(app):
     app.client.post("/v1/answer", json={"question": "What is the hotel limit per night?"}, headers=app.user())
     text = app.client.get("/metrics").text
     assert "citadel_stage_latency_seconds_bucket" in text and "citadel_requests_total" in text
+
+
+def test_every_listening_socket_is_on_loopback(app):
+    """Ray, Serve's proxy and every replica (incl. Serve's inter-deployment gRPC servers, which Ray
+    binds on all interfaces unless serving/loopback.py pins them) listen on 127.0.0.1 only."""
+    import ipaddress
+
+    import psutil
+
+    def loopback(ip: str) -> bool:
+        address = ipaddress.ip_address(ip)
+        return (getattr(address, "ipv4_mapped", None) or address).is_loopback
+
+    ours = {p.pid for p in psutil.Process().children(recursive=True)}
+    exposed = [(c.pid, c.laddr) for c in psutil.net_connections(kind="inet")
+               if c.status == psutil.CONN_LISTEN and c.pid in ours and not loopback(c.laddr.ip)]
+    assert ours and exposed == []
