@@ -45,7 +45,7 @@ class Embedder:
 
     def __init__(self, config_dict: dict):
         config = _config(config_dict)
-        self._embedder = make_embedder(config)
+        self._embedder = make_embedder(config, "embedder")
         self.embed_query = serve.batch(max_batch_size=config.serving.embed_max_batch_size,
                                        batch_wait_timeout_s=config.serving.embed_batch_wait_s)(self._embed_batch)
 

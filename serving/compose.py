@@ -34,10 +34,18 @@ class Stages:
     memo: QueryVectorMemo | None = None  # query vectors the (remote) retriever computed, for the gate
 
 
-def make_embedder(config: CitadelConfig):
+def make_embedder(config: CitadelConfig, stage: str | None = None):
+    """The embedder of a serving replica. Ray sets OMP_NUM_THREADS=1 in a replica with a fractional
+    CPU, which left torch on one thread (single-query latency 1.6x the in-process figure here): use
+    the configured thread count, else the machine's cores. A stage given a GPU share runs on CUDA in fp16."""
+    import os
+
     from citadel.embedding.factory import make_embedder as factory
 
-    return factory(config.embedding)
+    settings = config.serving.deployments.get(stage or config.serving.topology)
+    on_gpu = settings is not None and settings.num_gpus > 0
+    threads = config.embedding.torch_threads or os.cpu_count() or 1
+    return factory(config.embedding, device="cuda" if on_gpu else "cpu", fp16=on_gpu, torch_threads=threads)
 
 
 def build_gateway(config: CitadelConfig, stages: Stages | None = None, clock: Callable[[], float] | None = None,
@@ -45,7 +53,7 @@ def build_gateway(config: CitadelConfig, stages: Stages | None = None, clock: Ca
     stages = stages or Stages()
     catalog = catalog or SQLiteCatalog(config.catalog_path)
     partitions = PartitionCache(catalog, config.partitions_dir, capacity=config.serving.tenants_per_replica)
-    embedder = stages.embedder if stages.embedder is not None else make_embedder(config)
+    embedder = stages.embedder if stages.embedder is not None else make_embedder(config, "fused")
     answers = build_answer_service(config, catalog, partitions, embedder, router=stages.router or Router(),
                                    passage_filter=passage_has_planted_instructions, retriever=stages.retriever,
                                    reranker=stages.reranker, generator=stages.generator, memo=stages.memo)

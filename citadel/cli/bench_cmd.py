@@ -41,7 +41,7 @@ def serve(
     concurrency: str = typer.Option("1,8,32", "--concurrency", help="Comma-separated client concurrencies."),
     duration: float = typer.Option(20.0, "--duration", min=1.0, help="Measured seconds per cell."),
     warmup: float = typer.Option(3.0, "--warmup", min=0.0, help="Unmeasured seconds before each cell."),
-    settle: float = typer.Option(30.0, "--settle", min=0.0, help="Seconds to watch replicas scale down after load."),
+    settle: float = typer.Option(75.0, "--settle", min=0.0, help="Seconds to watch replicas scale down after load."),
     home: Optional[Path] = typer.Option(None, "--home", help="An ingested Citadel home (default: the examples, "
                                                              "ingested into a temporary one)."),
     as_json: bool = typer.Option(False, "--json", help="Print {\"rows\": [...], ...} as JSON."),
@@ -59,8 +59,11 @@ def serve(
         if home is None:
             from citadel.cli.demo import ingest_examples
 
+            import contextlib
+
             runtime.config.home = Path(scratch) / "home"
-            ingest_examples(Runtime(config=runtime.config))
+            with contextlib.redirect_stdout(sys.stderr):  # stdout carries only the results
+                ingest_examples(Runtime(config=runtime.config))
         else:
             runtime.config.home = home
 
