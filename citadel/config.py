@@ -97,6 +97,9 @@ class AnswerConfig(_Section):
         "extractive", description="extractive: deterministic quotes (CPU/test default); local_llm: the packaged "
         "SmolLM2-135M; openai_compatible: HTTP /v1/chat/completions (vLLM, Ray Serve LLM).",
     )
+    secondary_generator: Optional[Literal["extractive", "local_llm", "openai_compatible"]] = Field(
+        None, description="Backend used while the primary generator's breaker is open (None: the extractive fallback)."
+    )
     openai_base_url: str = Field("http://127.0.0.1:8000", description="Base URL of the OpenAI-compatible server.")
     openai_model: str = Field("", description="Model name sent to the OpenAI-compatible server.")
     openai_api_key_env: str = Field(

@@ -17,7 +17,7 @@ import functools
 import logging
 import re
 import uuid
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Literal, Optional, Union
 
 from fastapi import FastAPI, Header, Request
 from fastapi.exceptions import RequestValidationError
@@ -100,6 +100,20 @@ class UploadRequest(_Body):
 
 class AclRequest(_Body):
     groups: list[str] = Field(..., description="Groups that may read the document from now on.")
+
+
+class FaultRequest(_Body):
+    """A drill's fault on one stage (see citadel/drills/faults.py FaultSpec for the semantics)."""
+
+    latency_ms: float = Field(0.0, ge=0, description="Added latency (the mean or median for distributions).")
+    latency_dist: Literal["fixed", "uniform", "exponential", "lognormal"] = "fixed"
+    latency_jitter_ms: float = Field(0.0, ge=0)
+    error_rate: float = Field(0.0, ge=0, le=1, description="Share of calls that fail.")
+    hang: bool = Field(False, description="Calls wait until the fault is cleared (or max_hang_s).")
+    max_hang_s: Optional[float] = Field(None, gt=0)
+    replicas: Union[Literal["all"], list[int]] = Field("all", description="Replica ranks affected.")
+    kill: bool = Field(False, description="Kill one affected replica (Serve restarts it).")
+    kill_nonce: Optional[str] = None
 
 
 class Passage(BaseModel):
@@ -270,6 +284,7 @@ def create_api() -> FastAPI:
         return result
 
     _add_admin_routes(app)
+    _add_drill_routes(app)
     return app
 
 
@@ -327,6 +342,30 @@ def _utf8(text: str) -> bool:
     except UnicodeEncodeError:
         return False
     return True
+
+
+def _add_drill_routes(app: FastAPI) -> None:
+    """Fault injection for failure drills: admin only, and refused unless serving.fault_injection."""
+
+    @app.get("/v1/admin/faults", responses=ERRORS)
+    async def list_faults(request: Request, authorization: Optional[str] = Header(None)) -> dict:
+        gateway = _gateway(request)
+        gateway.admin(authorization)
+        return await _run(request, gateway.list_faults)
+
+    @app.put("/v1/admin/faults/{stage}", responses=ERRORS)
+    async def set_fault(request: Request, stage: str, body: FaultRequest,
+                        authorization: Optional[str] = Header(None)) -> dict:
+        """Add latency (fixed or a distribution), errors, a hang, or kill one replica of a stage."""
+        gateway = _gateway(request)
+        admin = gateway.admin(authorization)
+        return await _run(request, gateway.set_fault, admin.id, {**body.model_dump(exclude_none=True), "stage": stage})
+
+    @app.delete("/v1/admin/faults/{stage}", responses=ERRORS)
+    async def clear_fault(request: Request, stage: str, authorization: Optional[str] = Header(None)) -> dict:
+        gateway = _gateway(request)
+        admin = gateway.admin(authorization)
+        return await _run(request, gateway.clear_fault, admin.id, stage)
 
 
 def _check_name(value: str, what: str) -> None:

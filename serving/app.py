@@ -26,6 +26,7 @@ from citadel.config import CitadelConfig, DeploymentSettings, load_config
 from serving.api import create_api, install_gateway
 from serving.compose import Stages, build_gateway, make_embedder
 from serving.loopback import pin_replica_grpc_to_loopback
+from serving.resilience import Resilience, adopt_deadline, replica_rank
 from serving.remote import RemoteEmbedder, RemoteGenerator, RemoteReranker, RemoteRetriever, RemoteRouter
 
 api = create_api()
@@ -46,12 +47,17 @@ class Embedder:
     def __init__(self, config_dict: dict):
         config = _config(config_dict)
         self._embedder = make_embedder(config, "embedder")
+        self._faults = Resilience(config, replica_rank).injector("embedder")  # drills only
         self.embed_query = serve.batch(max_batch_size=config.serving.embed_max_batch_size,
                                        batch_wait_timeout_s=config.serving.embed_batch_wait_s)(self._embed_batch)
 
     async def _embed_batch(self, texts: list[str]) -> list[np.ndarray]:
-        vectors = await asyncio.to_thread(self._embedder.embed_queries, list(texts))
+        vectors = await asyncio.to_thread(self._embed, list(texts))
         return list(vectors)
+
+    def _embed(self, texts: list[str]) -> np.ndarray:
+        self._faults.before()  # a drill's latency, errors or hang for this replica
+        return self._embedder.embed_queries(texts)
 
     async def embed_passages(self, texts: list[str]) -> np.ndarray:
         return await asyncio.to_thread(self._embedder.embed_passages, texts)
@@ -79,15 +85,20 @@ class Retriever:
     """ACL-scoped hybrid retrieval; tenants are multiplexed models (one partition each)."""
 
     def __init__(self, config_dict: dict, embedder_handle):
-        from citadel.catalog.sqlite import SQLiteCatalog
+        from citadel.resilience.guards import GuardedEmbedder
         from citadel.retrieval.partitions import PartitionCache
         from citadel.retrieval.retriever import Retriever as CoreRetriever
+        from serving.compose import guarded_catalog
 
         config = _config(config_dict)
-        catalog = SQLiteCatalog(config.catalog_path)
+        resilience = Resilience(config, replica_rank)
+        catalog = guarded_catalog(config, resilience)
         self._partitions = PartitionCache(catalog, config.partitions_dir, capacity=config.serving.tenants_per_replica)
-        self._memo = QueryVectorMemo(RemoteEmbedder(embedder_handle, config.serving.request_timeout_s))
+        embedder = GuardedEmbedder(RemoteEmbedder(embedder_handle, config.serving.request_timeout_s),
+                                   resilience.guard("embedder", inject=False))
+        self._memo = QueryVectorMemo(embedder)
         self._retriever = CoreRetriever(catalog, self._partitions, self._memo, config.retrieval, config.index)
+        self._guard = resilience.guard("retriever")
         partitions = self._partitions
 
         async def load(tenant_id: str) -> TenantSlot:
@@ -97,12 +108,18 @@ class Retriever:
         # a plain function, since Serve keeps its per-replica model table on the decorated object.
         self.tenant = serve.multiplexed(max_num_models_per_replica=config.serving.tenants_per_replica)(load)
 
-    async def retrieve(self, principal, query: str, top_k: int | None, request_id: str | None):
+    async def retrieve(self, principal, query: str, top_k: int | None, request_id: str | None,
+                       deadline_epoch: float | None = None):
         if serve.get_multiplexed_model_id() != principal.tenant_id:
             raise ValueError("retriever call not routed by the caller's tenant")
         await self.tenant(principal.tenant_id)
-        result = await asyncio.to_thread(self._retriever.retrieve, principal, query, top_k, request_id)
+        result = await asyncio.to_thread(self._retrieve, principal, query, top_k, request_id, deadline_epoch)
         return result, self._memo.recall(query)
+
+    def _retrieve(self, principal, query: str, top_k: int | None, request_id: str | None,
+                  deadline_epoch: float | None):
+        adopt_deadline(deadline_epoch)  # the gateway's deadline bounds our embedder call too
+        return self._guard.call(self._retriever.retrieve, principal, query, top_k, request_id)
 
 
 @serve.deployment
@@ -110,13 +127,15 @@ class Reranker:
     def __init__(self, config_dict: dict):
         from citadel.rerank.backends import make_reranker
 
-        self._reranker = make_reranker(_config(config_dict).answer)
+        config = _config(config_dict)
+        self._reranker = make_reranker(config.answer)
+        self._guard = Resilience(config, replica_rank).faults_only("reranker")
 
     def model_id(self) -> str:
         return self._reranker.model_id
 
     async def rerank(self, question: str, passages: list, top_n: int) -> list:
-        return await asyncio.to_thread(self._reranker.rerank, question, passages, top_n)
+        return await asyncio.to_thread(self._guard.call, self._reranker.rerank, question, passages, top_n)
 
 
 @serve.deployment
@@ -136,13 +155,16 @@ class Generator:
     def __init__(self, config_dict: dict):
         from citadel.answer.generators import make_generator
 
-        self._generator = make_generator(_config(config_dict).answer)
+        config = _config(config_dict)
+        self._generator = make_generator(config.answer)
+        # Faults only: the breaker on this hop lives in the gateway, which times what it waits for.
+        self._guard = Resilience(config, replica_rank).faults_only("generator")
 
     def model_id(self) -> str:
         return self._generator.model_id
 
     async def generate(self, question: str, sources: list) -> str:
-        return await asyncio.to_thread(self._generator.generate, question, sources)
+        return await asyncio.to_thread(self._guard.call, self._generator.generate, question, sources)
 
 
 # ---------------------------------------------------------------------- the ingress
@@ -154,15 +176,17 @@ class Gateway:
 
     def __init__(self, config_dict: dict, handles: dict[str, Any] | None = None):
         config = _config(config_dict)
-        install_gateway(build_gateway(config, _remote_stages(config, handles) if handles else None))
+        resilience = Resilience(config, replica_rank)
+        stages = _remote_stages(config, handles, resilience) if handles else None
+        install_gateway(build_gateway(config, stages, resilience=resilience))
 
 
-def _remote_stages(config: CitadelConfig, handles: dict[str, Any]) -> Stages:
+def _remote_stages(config: CitadelConfig, handles: dict[str, Any], resilience: Resilience) -> Stages:
     timeout_s = config.serving.request_timeout_s
     memo = QueryVectorMemo(RemoteEmbedder(handles["embedder"], timeout_s))
     reranker = handles.get("reranker")
     return Stages(embedder=RemoteEmbedder(handles["embedder"], timeout_s),
-                  retriever=RemoteRetriever(handles["retriever"], timeout_s, memo),
+                  retriever=RemoteRetriever(handles["retriever"], timeout_s, memo, resilience),
                   reranker=RemoteReranker(reranker, timeout_s) if reranker is not None else None,
                   generator=RemoteGenerator(handles["generator"], timeout_s),
                   router=RemoteRouter(handles["router"], timeout_s), memo=memo)

@@ -1,8 +1,9 @@
 """Composes a Gateway from config, with its stages in this process or behind other deployments.
 
-`local_stages` builds the fused topology's stages (and each split deployment's own stage);
-`build_gateway` wires identity, state and the stages into the Gateway. Neither imports Ray: the split
-topology passes proxies (serving/remote.py) that implement the same interfaces.
+`build_gateway` wires identity, state, the stages and their resilience guards into the Gateway; the
+split topology passes proxies (serving/remote.py) that implement the same interfaces as the local
+stages. Guards run here, on the caller's side of each hop (a breaker times what the caller waits for);
+faults are injected where the stage runs (here for local stages, in the stage's replica otherwise).
 """
 
 from __future__ import annotations
@@ -16,10 +17,13 @@ from citadel.config import CitadelConfig
 from citadel.guardrails import Router
 from citadel.guardrails.planted import passage_has_planted_instructions
 from citadel.identity import Authenticator
+from citadel.rerank.backends import NoRerank, make_reranker
+from citadel.resilience.guards import (GuardedCatalog, GuardedEmbedder, GuardedReranker, ResilientGenerator)
 from citadel.retrieval.partitions import PartitionCache
 from citadel.state import make_state
 from serving.gateway import Gateway
 from serving.metrics import ApiMetrics
+from serving.resilience import Resilience
 
 
 @dataclass
@@ -48,15 +52,41 @@ def make_embedder(config: CitadelConfig, stage: str | None = None):
     return factory(config.embedding, device="cuda" if on_gpu else "cpu", fp16=on_gpu, torch_threads=threads)
 
 
+def make_generators(config: CitadelConfig):
+    """(primary, secondary or None) generators from config."""
+    from citadel.answer.generators import make_generator
+
+    secondary = None
+    if config.answer.secondary_generator is not None:
+        secondary = make_generator(config.answer.model_copy(update={"generator": config.answer.secondary_generator}))
+    return make_generator(config.answer), secondary
+
+
+def guarded_catalog(config: CitadelConfig, resilience: Resilience, catalog: SQLiteCatalog | None = None):
+    """The catalog with its query-path reads behind the catalog breaker: they fail closed."""
+    return GuardedCatalog(catalog or SQLiteCatalog(config.catalog_path), resilience.guard("catalog"))
+
+
 def build_gateway(config: CitadelConfig, stages: Stages | None = None, clock: Callable[[], float] | None = None,
-                  catalog: SQLiteCatalog | None = None) -> Gateway:
+                  catalog: SQLiteCatalog | None = None, resilience: Resilience | None = None) -> Gateway:
+    from citadel.retrieval.retriever import Retriever
+
     stages = stages or Stages()
-    catalog = catalog or SQLiteCatalog(config.catalog_path)
+    metrics = ApiMetrics()
+    resilience = resilience or Resilience(config)
+    resilience.add_listener(metrics.breaker_transition)
+    catalog = guarded_catalog(config, resilience, catalog)
     partitions = PartitionCache(catalog, config.partitions_dir, capacity=config.serving.tenants_per_replica)
-    embedder = stages.embedder if stages.embedder is not None else make_embedder(config, "fused")
+    local_embedder = stages.embedder is None
+    embedder = GuardedEmbedder(make_embedder(config, "fused") if local_embedder else stages.embedder,
+                               resilience.guard("embedder", inject=local_embedder))
+    memo = stages.memo or QueryVectorMemo(embedder)
+    retriever = stages.retriever or FaultyRetriever(
+        Retriever(catalog, partitions, memo, config.retrieval, config.index), resilience.guard("retriever"))
     answers = build_answer_service(config, catalog, partitions, embedder, router=stages.router or Router(),
-                                   passage_filter=passage_has_planted_instructions, retriever=stages.retriever,
-                                   reranker=stages.reranker, generator=stages.generator, memo=stages.memo)
+                                   passage_filter=passage_has_planted_instructions, retriever=retriever,
+                                   reranker=_reranker(config, stages, resilience),
+                                   generator=_generator(config, stages, resilience), memo=memo)
     authenticator = Authenticator.from_config(config) if clock is None else Authenticator.from_config(config, clock)
     state = make_state(config.state) if clock is None else make_state(config.state, clock)
 
@@ -65,4 +95,38 @@ def build_gateway(config: CitadelConfig, stages: Stages | None = None, clock: Ca
 
         return Ingestor(catalog, embedder, config)
 
-    return Gateway(config, catalog, authenticator, state, answers, answers.retriever, ingestor, ApiMetrics())
+    gateway = Gateway(config, catalog, authenticator, state, answers, retriever, ingestor, metrics,
+                      cache_guard=resilience.guard("cache"))
+    metrics.watch_retriever(retriever)
+    return gateway
+
+
+def _reranker(config: CitadelConfig, stages: Stages, resilience: Resilience):
+    if stages.reranker is None:
+        local = make_reranker(config.answer)
+        # "none" stays NoRerank: the answer service reports it as skipped without calling it
+        return local if isinstance(local, NoRerank) else GuardedReranker(local, resilience.guard("reranker"))
+    return GuardedReranker(stages.reranker, resilience.guard("reranker", inject=False))
+
+
+def _generator(config: CitadelConfig, stages: Stages, resilience: Resilience) -> ResilientGenerator:
+    local = stages.generator is None
+    primary, secondary = make_generators(config)
+    if not local:
+        primary = stages.generator
+    secondary_guard = resilience.guard("generator", breaker="generator_secondary", inject=False)
+    return ResilientGenerator(primary, resilience.guard("generator", inject=local), secondary, secondary_guard)
+
+
+class FaultyRetriever:
+    """The in-process retriever with the drill's fault injector in front (fused topology)."""
+
+    def __init__(self, inner, guard):
+        self._inner = inner
+        self._guard = guard
+
+    def retrieve(self, principal, query: str, top_k: int | None = None, request_id: str | None = None):
+        return self._guard.call(self._inner.retrieve, principal, query, top_k, request_id)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)

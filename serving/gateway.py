@@ -24,12 +24,15 @@ from citadel.catalog.base import Catalog
 from citadel.config import CitadelConfig
 from citadel.errors import CitadelError
 from citadel.identity import Authenticator, ServiceIdentity
+from citadel.resilience.breaker import BreakerOpen
+from citadel.resilience.guards import Guard, PermissionsUnavailable
 from citadel.sources import AclSpec, SourceFile
 from citadel.state import State
 from citadel.state.base import StateUnavailable, answer_cache_key
 from citadel.types import Principal
 from serving.errors import ApiError
 from serving.metrics import ApiMetrics
+from serving.resilience import set_deadline
 from serving.tracing import emit_span, emit_stage_spans
 
 log = logging.getLogger(__name__)
@@ -40,7 +43,7 @@ UPLOAD_SUFFIXES = (".md", ".markdown", ".txt", ".pdf")
 TOKENS_PER_WORD = 1.3
 TOKENS_PER_THOUSAND = 1000.0
 # Failures of the permission store: the request fails closed (503), never with unchecked passages.
-PERMISSION_STORE_ERRORS = (sqlite3.Error, OSError)
+PERMISSION_STORE_ERRORS = (sqlite3.Error, OSError, PermissionsUnavailable)
 
 
 @dataclass
@@ -54,7 +57,7 @@ class Caller:
 class Gateway:
     def __init__(self, config: CitadelConfig, catalog: Catalog, authenticator: Authenticator, state: State,
                  answers: AnswerService, retriever, ingestor_factory: Callable[[], Any],
-                 metrics: ApiMetrics | None = None):
+                 metrics: ApiMetrics | None = None, cache_guard: Guard | None = None):
         self.config = config
         self.catalog = catalog
         self.authenticator = authenticator
@@ -63,6 +66,7 @@ class Gateway:
         self.retriever = retriever
         self._ingestor_factory = ingestor_factory
         self.metrics = metrics or ApiMetrics()
+        self._cache_guard = cache_guard or Guard()
         self._jobs: dict[str, threading.Thread] = {}
 
     # ------------------------------------------------------------------ identity
@@ -100,6 +104,7 @@ class Gateway:
 
     # ------------------------------------------------------------------ retrieve
     def retrieve(self, caller: Caller, query: str, top_k: int, request_id: str) -> dict:
+        set_deadline(self.config.serving.request_timeout_s)  # every downstream call is bounded by it
         principal = caller.principal
         self.charge(principal, query)
         started = time.perf_counter()
@@ -119,6 +124,7 @@ class Gateway:
 
     # ------------------------------------------------------------------ answer
     def answer(self, caller: Caller, question: str, request_id: str) -> dict:
+        set_deadline(self.config.serving.request_timeout_s)  # every downstream call is bounded by it
         principal = caller.principal
         self.charge(principal, question)
         degraded: list[str] = []
@@ -164,8 +170,8 @@ class Gateway:
         if not self.config.state.answer_cache_enabled:
             return None
         try:
-            cached = self.state.cache.get(key)
-        except StateUnavailable:
+            cached = self._cache_guard.call(self.state.cache.get, key)
+        except (StateUnavailable, BreakerOpen):
             degraded.append(CACHE_UNAVAILABLE)  # the cache fails open, visibly
             self.metrics.cache.labels("error").inc()
             return None
@@ -186,8 +192,8 @@ class Gateway:
         documents = {c["document_id"] for c in body["citations"]}
         value = {k: body[k] for k in ("answer", "refused", "reason", "citations")}
         try:
-            self.state.cache.put(key, value, tenant_id, documents)
-        except StateUnavailable:
+            self._cache_guard.call(self.state.cache.put, key, value, tenant_id, documents)
+        except (StateUnavailable, BreakerOpen):
             degraded.append(CACHE_UNAVAILABLE)
 
     def _invalidate(self, tenant_id: str, document_ids: list[str] | None = None) -> None:
@@ -284,6 +290,37 @@ class Gateway:
         self._invalidate(tenant_id)
         return {"tenant_id": tenant_id, "document_id": document_id, "groups": sorted(groups),
                 "acl_version": acl_version}
+
+    # ------------------------------------------------------------------ drills
+    def _faults(self):
+        if not self.config.serving.fault_injection:
+            raise ApiError("fault_injection_disabled",
+                           "fault injection is off; enable serving.fault_injection for drills")
+        from serving.resilience import fault_store
+
+        return fault_store(self.config)
+
+    def set_fault(self, actor: str, spec: dict) -> dict:
+        from citadel.drills import FaultSpec
+
+        store = self._faults()
+        try:
+            fault = FaultSpec.model_validate(spec)
+        except ValueError as error:
+            raise ApiError("invalid_request", str(error)) from None
+        saved = store.set(fault)
+        self.catalog.audit(actor, "fault_set", "-", fault.stage, saved.model_dump())
+        log.warning("drill: fault set on %s by %s: %s", fault.stage, actor, saved.model_dump())
+        return saved.model_dump()
+
+    def clear_fault(self, actor: str, stage: str) -> dict:
+        self._faults().clear(stage)
+        self.catalog.audit(actor, "fault_clear", "-", stage, {})
+        log.warning("drill: fault on %s cleared by %s", stage, actor)
+        return {"stage": stage, "cleared": True}
+
+    def list_faults(self) -> dict:
+        return {"faults": [f.model_dump() for f in self._faults().list()]}
 
     def _known_document(self, tenant_id: str, document_id: str) -> None:
         if self.catalog.get_document(tenant_id, document_id) is None:

@@ -7,7 +7,8 @@ Serve forbids it. They take any object with Serve's handle shape, so tests can p
 
 from __future__ import annotations
 
-from functools import cached_property
+import asyncio
+from functools import cached_property, partial
 from typing import Any, Sequence
 
 import numpy as np
@@ -22,8 +23,11 @@ class _Proxy:
         self._timeout_s = timeout_s
 
     def _call(self, method: str, *args: Any, handle: Any = None) -> Any:
+        """Call a method of the deployment and wait, at most until the request's deadline."""
+        from serving.resilience import remaining
+
         target = getattr(handle or self._handle, method)
-        return target.remote(*args).result(timeout_s=self._timeout_s)
+        return target.remote(*args).result(timeout_s=remaining(self._timeout_s))
 
 
 class RemoteEmbedder(_Proxy):
@@ -51,18 +55,73 @@ class RemoteEmbedder(_Proxy):
 class RemoteRetriever(_Proxy):
     """Retriever interface over the retriever deployment. Each call names the tenant as its
     multiplexed model id, so Serve routes it to a replica that has the partition loaded. The query
-    vector comes back with the result and goes into the gateway's memo for the confidence gate."""
+    vector comes back with the result and goes into the gateway's memo for the confidence gate.
 
-    def __init__(self, handle: Any, timeout_s: float, memo: QueryVectorMemo | None = None):
+    Reads are hedged (a second request after the observed p95, first answer wins, the loser is
+    cancelled, within a hedge budget) and retried when a replica dies (the one retry layer, within
+    a retry budget). Serve's router picks the replica of each request; the hedge avoids the busy one
+    because its queue is longer (power of two choices)."""
+
+    def __init__(self, handle: Any, timeout_s: float, memo: QueryVectorMemo | None = None, resilience=None):
         super().__init__(handle, timeout_s)
         self._memo = memo
+        self._resilience = resilience
+        self.hedged = self.retrying = None
+        if resilience is not None:
+            self.hedged, self.retrying = _hedged_and_retried(self._send, resilience)
+
+    async def _send(self, request: tuple) -> Any:
+        principal = request[0]
+        response = self._handle.options(multiplexed_model_id=principal.tenant_id).retrieve.remote(*request)
+        try:
+            return await response
+        except asyncio.CancelledError:  # the hedge's loser, or the deadline: stop the work downstream
+            response.cancel()
+            raise
 
     def retrieve(self, principal: Principal, query: str, top_k: int | None = None, request_id: str | None = None):
-        routed = self._handle.options(multiplexed_model_id=principal.tenant_id)
-        result, vector = self._call("retrieve", principal, query, top_k, request_id, handle=routed)
+        from serving.resilience import deadline_epoch, remaining
+
+        request = (principal, query, top_k, request_id, deadline_epoch())
+        if self._resilience is None:
+            routed = self._handle.options(multiplexed_model_id=principal.tenant_id)
+            result, vector = self._call("retrieve", *request, handle=routed)
+        else:
+            result, vector = self._resilience.run(self.retrying.call(request), remaining(self._timeout_s))
         if vector is not None and self._memo is not None:
             self._memo.remember(query, np.asarray(vector, dtype=np.float32))
         return result
+
+    def stats(self) -> dict[str, int]:
+        """Cumulative counts for /metrics: reads, hedges sent, hedges that won, retries."""
+        stats = {"retries": self.retrying.budget.spent_total} if self.retrying is not None else {}
+        if self.hedged is not None:
+            hedge = self.hedged.stats
+            stats.update(requests=hedge.requests, hedges=hedge.hedges, hedge_wins=hedge.hedge_wins)
+        return stats
+
+
+def _retryable() -> tuple[type[BaseException], ...]:
+    """A replica that died or became unreachable mid-call: worth one more try elsewhere."""
+    from ray import exceptions
+
+    names = ("RayActorError", "ActorDiedError", "ActorUnavailableError")
+    return tuple(getattr(exceptions, n) for n in names if hasattr(exceptions, n))
+
+
+def _hedged_and_retried(send, resilience):
+    from citadel.resilience import Hedged, MonotonicClock, RetryBudget, Retrying
+
+    settings, clock = resilience.config.resilience, MonotonicClock()
+    hedged = None
+    call = send
+    if settings.hedge_enabled:
+        # Two distinct callables over one handle: the hedge goes out as a second request.
+        hedged = Hedged([partial(send), partial(send)], clock, quantile=settings.hedge_quantile,
+                        min_delay_ms=settings.hedge_min_delay_ms, budget_share=settings.hedge_budget)
+        call = hedged.call
+    retrying = Retrying(call, RetryBudget(settings.retry_budget, clock), settings.retry_max_attempts, _retryable())
+    return hedged, retrying
 
 
 class RemoteReranker(_Proxy):

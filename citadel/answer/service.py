@@ -266,6 +266,11 @@ class AnswerService:
 
     def _generate(self, question: str, sources: Sequence[Source], degraded: list[str]) -> tuple[str, str]:
         try:
+            with_status = getattr(self.generator, "generate_with_status", None)
+            if with_status is not None:  # a generator with a secondary backend says which one answered
+                text, model_id, downgrades = with_status(question, sources)
+                degraded.extend(downgrades)
+                return text, model_id
             return self.generator.generate(question, sources), self.generator.model_id
         except Exception:  # any backend failure: the deterministic quotes still answer, visibly
             degraded.append(GENERATOR_FALLBACK)

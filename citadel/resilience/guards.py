@@ -88,7 +88,8 @@ class GuardedEmbedder:
         return self._guard.call(self._inner.embed_queries, texts)
 
     def embed_passages(self, texts: list[str]):
-        return self._guard.call(self._inner.embed_passages, texts)
+        # Ingestion batches, not queries: seconds per call would trip the query path's breaker.
+        return self._inner.embed_passages(texts)
 
 
 class GuardedReranker:

@@ -8,6 +8,7 @@ Every passage is re-checked live against the catalog just before it is returned.
 
 from __future__ import annotations
 
+import logging
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -22,6 +23,9 @@ from citadel.partition import Partition
 from citadel.retrieval.fusion import cap_per_document, reciprocal_rank_fusion
 from citadel.retrieval.partitions import PartitionCache
 from citadel.types import Passage, Principal
+
+log = logging.getLogger(__name__)
+KEYWORD_ONLY = "keyword_only"  # the vector leg was skipped because the embedder failed
 
 
 @dataclass
@@ -112,11 +116,17 @@ class Retriever:
             degraded.append("vector_leg_unavailable")
         else:
             started = time.perf_counter()
-            query_vector = self._embedder.embed_queries([query])
+            try:
+                query_vector = self._embedder.embed_queries([query])
+            except Exception as error:  # embedder down, slow (breaker open) or failing: keyword only, visibly
+                log.warning("embedder unavailable, keyword-only retrieval: %s", error)
+                degraded.append(KEYWORD_ONLY)
+                query_vector = None
             timings["embed_ms"] = _ms_since(started)
-            started = time.perf_counter()
-            vector_rows = self._vector_search(partition, query_vector, allowed, plan, k)
-            timings["vector_ms"] = _ms_since(started)
+            if query_vector is not None:
+                started = time.perf_counter()
+                vector_rows = self._vector_search(partition, query_vector, allowed, plan, k)
+                timings["vector_ms"] = _ms_since(started)
         if use_keyword:
             started = time.perf_counter()
             _, keyword_ids = partition.bm25.search(query, k, allowed=allowed)
