@@ -98,6 +98,7 @@ def build_gateway(config: CitadelConfig, stages: Stages | None = None, clock: Ca
     gateway = Gateway(config, catalog, authenticator, state, answers, retriever, ingestor, metrics,
                       cache_guard=resilience.guard("cache"))
     metrics.watch_retriever(retriever)
+    gateway.resilience = resilience
     return gateway
 
 

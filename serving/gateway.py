@@ -33,7 +33,7 @@ from citadel.types import Principal
 from serving.errors import ApiError
 from serving.metrics import ApiMetrics
 from serving.resilience import set_deadline
-from serving.tracing import emit_span, emit_stage_spans
+from citadel.tracing import emit_span, emit_stage_spans
 
 log = logging.getLogger(__name__)
 

@@ -48,29 +48,10 @@ def serve(
     config: Optional[Path] = typer.Option(None, "--config"),
 ) -> None:
     """/v1/answer p50/p95/p99 and requests/s: fused, split and in-process, side by side in one run."""
-    import sys
-    import tempfile
-
     from serving.bench import bench_serve
 
-    runtime = Runtime(config_path=config)
     levels = [int(c) for c in concurrency.split(",") if c.strip()]
-    with tempfile.TemporaryDirectory(prefix="citadel-bench-serve-") as scratch:
-        if home is None:
-            from citadel.cli.demo import ingest_examples
-
-            import contextlib
-
-            runtime.config.home = Path(scratch) / "home"
-            with contextlib.redirect_stdout(sys.stderr):  # stdout carries only the results
-                ingest_examples(Runtime(config=runtime.config))
-        else:
-            runtime.config.home = home
-
-        def log(row) -> None:
-            print(json.dumps(row), file=sys.stderr, flush=True)
-
-        result = bench_serve(runtime.config, levels, duration, warmup, settle, log=log)
+    result = _with_bench_home(config, home, lambda cfg, log: bench_serve(cfg, levels, duration, warmup, settle, log=log))
     if as_json:
         print(json.dumps(result, indent=1))
         return
@@ -79,3 +60,67 @@ def serve(
     print(json.dumps({"ratios": result["ratios"]}))
     for sample in result["autoscaling"]:
         print(json.dumps(sample))
+
+
+def _with_bench_home(config: Optional[Path], home: Optional[Path], run):
+    """Run `run(config, log)` on `home`, or on the examples ingested into a temporary home; progress
+    goes to stderr so stdout carries only the result."""
+    import contextlib
+    import sys
+    import tempfile
+
+    runtime = Runtime(config_path=config)
+
+    def log(row) -> None:
+        print(json.dumps(row), file=sys.stderr, flush=True)
+
+    with tempfile.TemporaryDirectory(prefix="citadel-bench-") as scratch:
+        if home is None:
+            from citadel.cli.demo import ingest_examples
+
+            runtime.config.home = Path(scratch) / "home"
+            with contextlib.redirect_stdout(sys.stderr):
+                ingest_examples(Runtime(config=runtime.config))
+        else:
+            runtime.config.home = home
+        return run(runtime.config, log)
+
+
+HomeOption = typer.Option(None, "--home", help="An ingested Citadel home (default: the examples, ingested into a "
+                                               "temporary one).")
+
+
+@app.command("hedge")
+def hedge(
+    concurrency: int = typer.Option(4, "--concurrency", min=1, help="Concurrent clients."),
+    duration: float = typer.Option(20.0, "--duration", min=1.0, help="Measured seconds per case."),
+    warmup: float = typer.Option(4.0, "--warmup", min=0.0, help="Unmeasured seconds before each case."),
+    home: Optional[Path] = HomeOption,
+    as_json: bool = typer.Option(False, "--json"),
+    config: Optional[Path] = typer.Option(None, "--config"),
+) -> None:
+    """Hedged retriever reads: 3 replicas, one ~10x slower; healthy vs slow without and with hedging."""
+    from serving.drills import bench_hedge
+
+    result = _with_bench_home(config, home, lambda cfg, log: bench_hedge(cfg, concurrency, duration, warmup, log))
+    print(json.dumps(result, indent=1 if as_json else None))
+
+
+@app.command("breaker")
+def breaker(
+    concurrency: int = typer.Option(4, "--concurrency", min=1, help="Concurrent clients."),
+    before: float = typer.Option(20.0, "--before", help="Seconds of normal load before the fault."),
+    fault: float = typer.Option(60.0, "--fault", help="Seconds the generator stays slow."),
+    after: float = typer.Option(50.0, "--after", help="Seconds of load after the fault is removed."),
+    slow_ms: float = typer.Option(6000.0, "--slow-ms", help="Latency the fault adds to the generator."),
+    slo_ms: float = typer.Option(1000.0, "--slo-ms", help="The answer p95 SLO the windows are judged by."),
+    home: Optional[Path] = HomeOption,
+    as_json: bool = typer.Option(False, "--json"),
+    config: Optional[Path] = typer.Option(None, "--config"),
+) -> None:
+    """Generator slowed to 6 s mid-run: when the breaker trips, p95 per 10 s window, the staged return."""
+    from serving.drills import bench_breaker
+
+    result = _with_bench_home(config, home, lambda cfg, log: bench_breaker(cfg, concurrency, before, fault, after,
+                                                                          slow_ms, slo_ms, log))
+    print(json.dumps(result, indent=1 if as_json else None))

@@ -54,6 +54,10 @@ def _add_serving() -> None:
     app.command("up")(up)
     app.command("down")(down)
 
+    from citadel.cli.drill_cmd import app as drill_app
+
+    app.add_typer(drill_app, name="drill")
+
 
 _add_serving()
 console = Console(stderr=True)

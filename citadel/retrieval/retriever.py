@@ -22,6 +22,7 @@ from citadel.index.hnsw import ef_for_selectivity
 from citadel.partition import Partition
 from citadel.retrieval.fusion import cap_per_document, reciprocal_rank_fusion
 from citadel.retrieval.partitions import PartitionCache
+from citadel.tracing import emit_span
 from citadel.types import Passage, Principal
 
 log = logging.getLogger(__name__)
@@ -82,6 +83,8 @@ class Retriever:
         started = time.perf_counter()
         passages = self._live_checked(principal, partition, capped, top_k)
         timings["recheck_ms"] = _ms_since(started)
+        # The proof a drill counts: every passage that leaves passed this live check.
+        emit_span(request_id, "live_check", timings["recheck_ms"], [p.chunk_id for p in passages])
         return RetrievalResult(request_id, plan, passages, degraded, timings, len(allowed))
 
     def fuse(self, candidates: Candidates) -> list[tuple[int, float]]:

@@ -1,0 +1,369 @@
+"""Failure drills with measurements (DESIGN.md §5): `citadel bench hedge`, `citadel bench breaker`,
+`citadel drill permissions`. Each starts its own loopback-only cluster (or in-process gateway), drives
+load, injects faults through the admin API, and reports JSON.
+
+- hedge: split topology, 3 fixed retriever replicas, one made ~10x slower; healthy vs slow without
+  hedging vs slow with hedging, p50/p99 of /v1/retrieve and the extra requests the hedges cost.
+- breaker: the generator slowed to 6 s mid-run; when its breaker tripped, p95 per 10 s window, the
+  staged return after the fault is removed, and 5xx count.
+- permissions: the permission store fails under load; every response must be a 503
+  `permissions_unavailable` or carry only passages that passed a live check (counted from the trace
+  log); the reranker failing must leave answers flowing with `degraded`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import re
+import statistics
+import threading
+import time
+import uuid
+from dataclasses import dataclass, field
+from typing import Callable
+
+import httpx
+
+from citadel.config import CitadelConfig
+from serving.bench import Identity, bench_config
+
+MS = 1000.0
+HTTP_TIMEOUT_S = 60.0
+RETRIEVE_QUERIES = ["hotel limit per night", "home office equipment", "standard discount", "expense approval",
+                    "remote work days", "meal per diem", "lost laptop", "travel booking"]
+ANSWER_QUESTION = "What is the hotel limit per night in London?"
+HEDGE_REPLICAS = 3
+SLOW_FACTOR = 10.0
+WINDOW_S = 10.0
+
+
+@dataclass
+class Completion:
+    t_s: float  # since the start of the run, when the response arrived
+    latency_ms: float
+    status: int
+    body: dict | None = None
+
+
+@dataclass
+class LoadRun:
+    started: float = field(default_factory=time.monotonic)
+    completions: list[Completion] = field(default_factory=list)
+
+    def since(self) -> float:
+        return time.monotonic() - self.started
+
+
+def _percentile(values: list[float], q: float) -> float:
+    if not values:
+        return 0.0
+    if len(values) == 1:
+        return values[0]
+    return statistics.quantiles(sorted(values), n=100, method="inclusive")[int(q) - 1]
+
+
+async def drive(url: str, identity: Identity, run: LoadRun, path: str, body_of: Callable[[int], dict],
+                concurrency: int, duration_s: float, keep_bodies: bool = False) -> list[Completion]:
+    """`concurrency` clients sending requests back to back for `duration_s`; returns this call's completions."""
+    first = len(run.completions)
+    limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
+    async with httpx.AsyncClient(base_url=url, timeout=HTTP_TIMEOUT_S, limits=limits) as client:
+        stop_at = time.monotonic() + duration_s
+
+        async def worker(index: int) -> None:
+            headers, turn = identity.headers(index), index
+            while time.monotonic() < stop_at:
+                started = time.monotonic()
+                try:
+                    response = await client.post(path, json=body_of(turn), headers=headers)
+                    status, body = response.status_code, (response.json() if keep_bodies else None)
+                except httpx.HTTPError:
+                    status, body = 599, None
+                turn += 1
+                run.completions.append(Completion(run.since(), (time.monotonic() - started) * MS, status, body))
+
+        await asyncio.gather(*(worker(i) for i in range(concurrency)))
+    return run.completions[first:]
+
+
+def metric_value(url: str, name: str, labels: str = "") -> float:
+    """One sample of the gateway's /metrics (0 when absent)."""
+    text = httpx.get(f"{url}/metrics", timeout=HTTP_TIMEOUT_S).text
+    pattern = re.compile(rf"^{re.escape(name)}{re.escape(labels)}\s+([0-9.eE+-]+)$", re.M)
+    return sum(float(m.group(1)) for m in pattern.finditer(text))
+
+
+def set_fault(url: str, admin_token: str, stage: str, **spec) -> None:
+    response = httpx.put(f"{url}/v1/admin/faults/{stage}", json=spec,
+                         headers={"authorization": f"Bearer {admin_token}"}, timeout=HTTP_TIMEOUT_S)
+    response.raise_for_status()
+
+
+def clear_fault(url: str, admin_token: str, stage: str) -> None:
+    httpx.delete(f"{url}/v1/admin/faults/{stage}", headers={"authorization": f"Bearer {admin_token}"},
+                 timeout=HTTP_TIMEOUT_S).raise_for_status()
+
+
+def drill_config(config: CitadelConfig) -> tuple[CitadelConfig, str]:
+    """bench_config plus fault injection on and an admin credential; returns (config, admin token)."""
+    from citadel.identity import add_credential
+
+    config = bench_config(config)
+    config.serving.fault_injection = True
+    return config, add_credential(config.credentials_path, f"drill-admin-{uuid.uuid4().hex[:6]}", admin=True)
+
+
+# ---------------------------------------------------------------------- hedge
+def bench_hedge(config: CitadelConfig, concurrency: int, duration_s: float, warmup_s: float, log=print) -> dict:
+    from serving.local import replace_app, serve_locally
+
+    config, admin = drill_config(config)
+    config.serving.topology = "split"
+    retriever = config.serving.deployments["retriever"]
+    retriever.min_replicas = retriever.max_replicas = HEDGE_REPLICAS
+    identity = Identity(config)
+
+    def body(turn: int) -> dict:
+        return {"query": RETRIEVE_QUERIES[turn % len(RETRIEVE_QUERIES)], "top_k": 8}
+
+    def case(url: str, name: str) -> dict:
+        asyncio.run(drive(url, identity, LoadRun(), "/v1/retrieve", body, concurrency, warmup_s))
+        hedges_before = metric_value(url, "citadel_retriever_hedges_total")
+        retries_before = metric_value(url, "citadel_retriever_retries_total")
+        done = asyncio.run(drive(url, identity, LoadRun(), "/v1/retrieve", body, concurrency, duration_s))
+        extra = (metric_value(url, "citadel_retriever_hedges_total") - hedges_before
+                 + metric_value(url, "citadel_retriever_retries_total") - retries_before)
+        ok = [c.latency_ms for c in done if c.status == 200]
+        row = {"case": name, "p50_ms": round(_percentile(ok, 50), 2), "p99_ms": round(_percentile(ok, 99), 2),
+               "requests": len(done), "extra_requests": int(extra),
+               "extra_share": round(extra / len(done), 4) if done else 0.0,
+               "errors": sum(c.status != 200 for c in done)}
+        log(row)
+        return row
+
+    rows = []
+    config.resilience.hedge_enabled = True
+    with serve_locally(config) as url:
+        healthy = case(url, "healthy")
+        rows.append(healthy)
+        slow_ms = max(healthy["p50_ms"], 1.0) * (SLOW_FACTOR - 1)  # added latency: that replica ~10x slower
+        set_fault(url, admin, "retriever", latency_ms=slow_ms, replicas=[0])
+        rows.append(case(url, "slow_hedge"))
+        config.resilience.hedge_enabled = False
+        replace_app(config)
+        rows.append(case(url, "slow_nohedge"))
+        clear_fault(url, admin, "retriever")
+    order = {"healthy": 0, "slow_nohedge": 1, "slow_hedge": 2}
+    rows.sort(key=lambda r: order[r["case"]])
+    return {"rows": rows, "slow_replica_added_ms": round(slow_ms, 1), "concurrency": concurrency,
+            "p99_slow_hedge_vs_healthy": round(rows[2]["p99_ms"] / max(rows[0]["p99_ms"], 1e-9), 3)}
+
+
+# ---------------------------------------------------------------------- breaker
+def bench_breaker(config: CitadelConfig, concurrency: int, before_s: float, fault_s: float, after_s: float,
+                  slow_ms: float, slo_ms: float, log=print) -> dict:
+    from serving.local import serve_locally
+
+    config, admin = drill_config(config)
+    identity = Identity(config)
+    run = LoadRun()
+    marks: dict[str, float] = {}
+    transitions: list[dict] = []
+    with serve_locally(config) as url:
+        asyncio.run(drive(url, identity, LoadRun(), "/v1/answer", lambda _: {"question": ANSWER_QUESTION},
+                          concurrency, 3.0))
+        run.started = time.monotonic()
+        stop = threading.Event()
+        watcher = threading.Thread(target=_watch_breaker, args=(url, run, transitions, stop), daemon=True)
+        watcher.start()
+
+        def scenario() -> None:
+            time.sleep(before_s)
+            set_fault(url, admin, "generator", latency_ms=slow_ms)
+            marks["fault_at_s"] = run.since()
+            log({"event": "fault set", "t_s": round(marks["fault_at_s"], 1)})
+            time.sleep(fault_s)
+            clear_fault(url, admin, "generator")
+            marks["fault_cleared_s"] = run.since()
+            log({"event": "fault cleared", "t_s": round(marks["fault_cleared_s"], 1)})
+
+        director = threading.Thread(target=scenario, daemon=True)
+        director.start()
+        asyncio.run(drive(url, identity, run, "/v1/answer", lambda _: {"question": ANSWER_QUESTION},
+                          concurrency, before_s + fault_s + after_s, keep_bodies=True))
+        director.join()
+        stop.set()
+        watcher.join()
+    return _breaker_report(run, marks, transitions, slo_ms)
+
+
+def _watch_breaker(url: str, run: LoadRun, transitions: list[dict], stop: threading.Event) -> None:
+    """Poll the generator breaker's transition counters; note when each one first moves."""
+    seen: dict[str, float] = {}
+    while not stop.wait(0.5):
+        for state in ("open", "half_open", "recovering", "closed"):
+            count = metric_value(url, "citadel_breaker_transitions_total", f'{{breaker="generator",to="{state}"}}')
+            if count > seen.get(state, 0):
+                transitions.append({"t_s": round(run.since(), 1), "to": state, "count": int(count)})
+                seen[state] = count
+
+
+def _breaker_report(run: LoadRun, marks: dict, transitions: list[dict], slo_ms: float) -> dict:
+    fault_at = marks.get("fault_at_s", 0.0)
+    windows = []
+    end = max((c.t_s for c in run.completions), default=0.0)
+    start = 0.0
+    while start < end:
+        inside = [c for c in run.completions if start <= c.t_s < start + WINDOW_S]
+        latencies = [c.latency_ms for c in inside if c.status == 200]
+        degraded = sum(1 for c in inside if c.body and "generator_fallback" in c.body.get("degraded", []))
+        windows.append({"t_s": round(start, 1), "p95_ms": round(_percentile(latencies, 95), 1),
+                        "requests": len(inside), "fallback_answers": degraded})
+        start += WINDOW_S
+    tripped = next((t["t_s"] for t in transitions if t["to"] == "open" and t["t_s"] >= fault_at), None)
+    recovered = next((w["t_s"] + WINDOW_S for w in windows
+                      if w["t_s"] >= fault_at and w["p95_ms"] <= slo_ms and w["requests"]), None)
+    return {"slo_ms": slo_ms, "fault_at_s": round(fault_at, 1), "fault_cleared_s": round(marks.get("fault_cleared_s", 0), 1),
+            "tripped_at_s": tripped, "recovered_at_s": recovered,
+            "recovered_within_s": round(recovered - fault_at, 1) if recovered is not None else None,
+            "errors_5xx": sum(c.status >= 500 for c in run.completions), "requests": len(run.completions),
+            "windows": windows, "transitions": transitions}
+
+
+# ---------------------------------------------------------------------- permissions
+class _TraceCapture(logging.Handler):
+    """Collects the retriever's live-check spans (chunk ids that passed a live check)."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.INFO)
+        self.checked: set[str] = set()
+        self._lock = threading.Lock()
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            span = json.loads(record.getMessage())
+        except ValueError:
+            return
+        if span.get("stage") == "live_check":
+            with self._lock:
+                self.checked.update(span.get("chunk_ids", []))
+
+
+def drill_permissions(config: CitadelConfig, concurrency: int, phase_s: float, log=print) -> dict:
+    """In-process gateway under load: permission store down, then the reranker failing."""
+    import concurrent.futures
+
+    from citadel.resilience.guards import Guard, GuardedReranker
+    from serving.compose import build_gateway
+    from serving.errors import ApiError
+    from serving.resilience import fault_store
+
+    config, _ = drill_config(config)
+    identity = Identity(config)
+    capture = _TraceCapture()
+    trace = logging.getLogger("citadel.trace")
+    trace.addHandler(capture)
+    trace.setLevel(logging.INFO)
+    gateway = build_gateway(config)
+    # A working reranker first (the default is none, which reports every answer as rerank_skipped).
+    gateway.answers.reranker = GuardedReranker(_KeepOrderReranker(), Guard())
+    store = fault_store(config)
+    outcomes: list[dict] = []
+    lock = threading.Lock()
+
+    def load(phase: str, stop_at: float, worker: int) -> None:
+        headers = identity.headers(worker)
+        caller = gateway.caller(headers["authorization"], headers["x-citadel-user-context"])
+        turn = worker
+        while time.monotonic() < stop_at:
+            turn += 1
+            try:
+                if turn % 2:
+                    body = gateway.retrieve(caller, RETRIEVE_QUERIES[turn % len(RETRIEVE_QUERIES)], 8, uuid.uuid4().hex)
+                    chunks = [p["chunk_id"] for p in body["passages"]]
+                else:
+                    body = gateway.answer(caller, ANSWER_QUESTION, uuid.uuid4().hex)
+                    chunks = [c["chunk_id"] for c in body["citations"]]
+                outcome = {"phase": phase, "status": 200, "chunks": chunks, "degraded": body.get("degraded", [])}
+            except ApiError as error:
+                outcome = {"phase": phase, "status": error.status, "code": error.code, "chunks": []}
+            with lock:
+                outcomes.append(outcome)
+
+    def phase(name: str) -> None:
+        stop_at = time.monotonic() + phase_s
+        with concurrent.futures.ThreadPoolExecutor(concurrency) as pool:
+            list(pool.map(lambda w: load(name, stop_at, w), range(concurrency)))
+
+    from citadel.drills import FaultSpec
+
+    phase("healthy")
+    store.set(FaultSpec(stage="catalog", error_rate=1.0))
+    time.sleep(0.6)  # the store's read interval
+    phase("permissions_down")
+    store.clear("catalog")
+    recovered_s = _wait_for_catalog(gateway, identity)
+    log({"event": "catalog breaker closed again", "after_s": recovered_s})
+    gateway.answers.reranker = GuardedReranker(_FailingReranker(), Guard())
+    phase("reranker_failing")
+    trace.removeHandler(capture)
+    report = _permissions_report(outcomes, capture.checked, log)
+    report["catalog_breaker_closed_after_s"] = recovered_s
+    return report
+
+
+RECOVERY_TIMEOUT_S = 120.0
+RECOVERY_POLL_S = 0.2
+
+
+def _wait_for_catalog(gateway, identity: Identity) -> float:
+    """After the store is back, a trickle of requests lets the catalog breaker probe and return in
+    stages (DESIGN.md §5); until it is closed, requests keep failing closed."""
+    from citadel.resilience.breaker import BreakerState
+    from serving.errors import ApiError
+
+    breaker = gateway.resilience.breakers["catalog"]
+    headers = identity.headers(0)
+    caller = gateway.caller(headers["authorization"], headers["x-citadel-user-context"])
+    started = time.monotonic()
+    while breaker.state is not BreakerState.CLOSED and time.monotonic() - started < RECOVERY_TIMEOUT_S:
+        try:
+            gateway.retrieve(caller, RETRIEVE_QUERIES[0], 8, uuid.uuid4().hex)
+        except ApiError:
+            pass
+        time.sleep(RECOVERY_POLL_S)
+    return round(time.monotonic() - started, 1)
+
+
+class _FailingReranker:
+    model_id = "failing-reranker"
+
+    def rerank(self, question, passages, top_n):
+        raise RuntimeError("reranker unavailable (drill)")
+
+
+class _KeepOrderReranker:
+    model_id = "keep-order"
+
+    def rerank(self, question, passages, top_n):
+        return list(passages)[:top_n]
+
+
+def _permissions_report(outcomes: list[dict], checked: set[str], log) -> dict:
+    report = {}
+    for phase in ("healthy", "permissions_down", "reranker_failing"):
+        rows = [o for o in outcomes if o["phase"] == phase]
+        passages = [c for o in rows for c in o["chunks"]]
+        report[phase] = {
+            "responses": len(rows),
+            "ok": sum(o["status"] == 200 for o in rows),
+            "503_permissions_unavailable": sum(o.get("code") == "permissions_unavailable" for o in rows),
+            "other_errors": sum(o["status"] != 200 and o.get("code") != "permissions_unavailable" for o in rows),
+            "passages_returned": len(passages),
+            "passages_without_live_check": sum(c not in checked for c in passages),
+            "degraded_rerank_skipped": sum("rerank_skipped" in o.get("degraded", []) for o in rows),
+        }
+        log({phase: report[phase]})
+    return report
