@@ -322,6 +322,9 @@ class ResilienceConfig(_Section):
     hedge_quantile: float = Field(0.95, gt=0, lt=1, description="Quantile of observed latency that triggers a hedge.")
     hedge_min_delay_ms: float = Field(5.0, ge=0, description="Floor of the hedge delay.")
     hedge_budget: float = Field(0.10, ge=0, le=1, description="Most hedges as a share of requests.")
+    outlier_routing: bool = Field(
+        True, description="Route retriever reads away from a replica much slower than its peers (serving/routing.py)."
+    )
     retry_budget: float = Field(0.10, ge=0, le=1, description="Most retries as a share of requests.")
     retry_max_attempts: int = Field(2, ge=1, description="Attempts per call, first included.")
     breakers: dict[str, BreakerSettings] = Field(default_factory=_breakers, description="Breakers by downstream.")

@@ -236,7 +236,12 @@ def build_app_for(config: CitadelConfig) -> Application:
     settings = config.serving.deployments
 
     def bound(deployment, name: str, *bind_args):
-        return deployment.options(**deployment_options(name, settings[name])).bind(config_dict, *bind_args)
+        options = deployment_options(name, settings[name])
+        if name == "retriever" and config.resilience.outlier_routing:
+            from serving.routing import ROUTER_CLASS
+
+            options["request_router_config"] = {"request_router_class": ROUTER_CLASS}
+        return deployment.options(**options).bind(config_dict, *bind_args)
 
     if config.serving.topology == "fused":
         return bound(Gateway, "fused")

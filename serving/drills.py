@@ -3,7 +3,8 @@
 load, injects faults through the admin API, and reports JSON.
 
 - hedge: split topology, 3 fixed retriever replicas, one made ~10x slower; healthy vs slow without
-  hedging vs slow with hedging, p50/p99 of /v1/retrieve and the extra requests the hedges cost.
+  hedging vs slow with hedging (both with latency-aware routing), plus hedging alone and neither
+  (Serve's stock routing); p50/p99 of /v1/retrieve and the extra requests the hedges cost.
 - breaker: the generator slowed to 6 s mid-run; when its breaker tripped, p95 per 10 s window, the
   staged return after the fault is removed, and 5xx count.
 - permissions: the permission store fails under load; every response must be a 503
@@ -36,6 +37,7 @@ RETRIEVE_QUERIES = ["hotel limit per night", "home office equipment", "standard 
 ANSWER_QUESTION = "What is the hotel limit per night in London?"
 HEDGE_REPLICAS = 3
 SLOW_FACTOR = 10.0
+SLOW_CUT_OF_ADDED = 0.8  # a response slower than 80% of the added latency went through the slow replica
 WINDOW_S = 10.0
 
 
@@ -131,31 +133,38 @@ def bench_hedge(config: CitadelConfig, concurrency: int, duration_s: float, warm
     def case(url: str, name: str) -> dict:
         asyncio.run(drive(url, identity, LoadRun(), "/v1/retrieve", body, concurrency, warmup_s))
         hedges_before = metric_value(url, "citadel_retriever_hedges_total")
+        wins_before = metric_value(url, "citadel_retriever_hedge_wins_total")
         retries_before = metric_value(url, "citadel_retriever_retries_total")
         done = asyncio.run(drive(url, identity, LoadRun(), "/v1/retrieve", body, concurrency, duration_s))
         extra = (metric_value(url, "citadel_retriever_hedges_total") - hedges_before
                  + metric_value(url, "citadel_retriever_retries_total") - retries_before)
         ok = [c.latency_ms for c in done if c.status == 200]
+        slow_cut = SLOW_CUT_OF_ADDED * slow_ms if slow_ms else float("inf")
         row = {"case": name, "p50_ms": round(_percentile(ok, 50), 2), "p99_ms": round(_percentile(ok, 99), 2),
                "requests": len(done), "extra_requests": int(extra),
+               "hedge_wins": int(metric_value(url, "citadel_retriever_hedge_wins_total") - wins_before),
+               "slow_responses": sum(latency > slow_cut for latency in ok),
                "extra_share": round(extra / len(done), 4) if done else 0.0,
                "errors": sum(c.status != 200 for c in done)}
         log(row)
         return row
 
     rows = []
-    config.resilience.hedge_enabled = True
+    slow_ms = 0.0
     with serve_locally(config) as url:
-        healthy = case(url, "healthy")
-        rows.append(healthy)
-        slow_ms = max(healthy["p50_ms"], 1.0) * (SLOW_FACTOR - 1)  # added latency: that replica ~10x slower
+        rows.append(case(url, "healthy"))
+        slow_ms = max(rows[0]["p50_ms"], 1.0) * (SLOW_FACTOR - 1)  # added latency: that replica ~10x slower
         set_fault(url, admin, "retriever", latency_ms=slow_ms, replicas=[0])
         rows.append(case(url, "slow_hedge"))
-        config.resilience.hedge_enabled = False
-        replace_app(config)
-        rows.append(case(url, "slow_nohedge"))
+        # The same slow replica with each mechanism alone, then with neither (Serve's stock routing).
+        for name, hedging, outlier_routing in (("slow_nohedge", False, True), ("slow_hedge_stock_routing", True, False),
+                                               ("slow_stock", False, False)):
+            config.resilience.hedge_enabled = hedging
+            config.resilience.outlier_routing = outlier_routing
+            replace_app(config)
+            rows.append(case(url, name))
         clear_fault(url, admin, "retriever")
-    order = {"healthy": 0, "slow_nohedge": 1, "slow_hedge": 2}
+    order = {"healthy": 0, "slow_nohedge": 1, "slow_hedge": 2, "slow_hedge_stock_routing": 3, "slow_stock": 4}
     rows.sort(key=lambda r: order[r["case"]])
     return {"rows": rows, "slow_replica_added_ms": round(slow_ms, 1), "concurrency": concurrency,
             "p99_slow_hedge_vs_healthy": round(rows[2]["p99_ms"] / max(rows[0]["p99_ms"], 1e-9), 3)}
