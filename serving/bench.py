@@ -81,8 +81,9 @@ class Identity:
         self._audience = config.identity.audience
         self._ttl_s = config.identity.max_ttl_s
 
-    def headers(self, worker: int) -> dict:
-        tenant = list(TENANT_GROUPS)[worker % len(TENANT_GROUPS)]
+    def headers(self, worker: int, tenant: str | None = None) -> dict:
+        """A user per worker; workers alternate between the example tenants unless one is named."""
+        tenant = tenant or list(TENANT_GROUPS)[worker % len(TENANT_GROUPS)]
         context = sign_user_context(self._key, tenant, f"user{worker}", list(TENANT_GROUPS[tenant]), self.service,
                                     self._ttl_s, self._audience, int(time.time()))
         return {"authorization": f"Bearer {self.token}", "x-citadel-user-context": context}

@@ -35,6 +35,7 @@ HTTP_TIMEOUT_S = 60.0
 RETRIEVE_QUERIES = ["hotel limit per night", "home office equipment", "standard discount", "expense approval",
                     "remote work days", "meal per diem", "lost laptop", "travel booking"]
 ANSWER_QUESTION = "What is the hotel limit per night in London?"
+ANSWER_TENANT = "acme"  # whose documents answer ANSWER_QUESTION (every request reaches the generator)
 HEDGE_REPLICAS = 3
 SLOW_FACTOR = 10.0
 SLOW_CUT_OF_ADDED = 0.8  # a response slower than 80% of the added latency went through the slow replica
@@ -67,7 +68,8 @@ def _percentile(values: list[float], q: float) -> float:
 
 
 async def drive(url: str, identity: Identity, run: LoadRun, path: str, body_of: Callable[[int], dict],
-                concurrency: int, duration_s: float, keep_bodies: bool = False) -> list[Completion]:
+                concurrency: int, duration_s: float, keep_bodies: bool = False,
+                tenant: str | None = None) -> list[Completion]:
     """`concurrency` clients sending requests back to back for `duration_s`; returns this call's completions."""
     first = len(run.completions)
     limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
@@ -75,7 +77,7 @@ async def drive(url: str, identity: Identity, run: LoadRun, path: str, body_of: 
         stop_at = time.monotonic() + duration_s
 
         async def worker(index: int) -> None:
-            headers, turn = identity.headers(index), index
+            headers, turn = identity.headers(index, tenant), index
             while time.monotonic() < stop_at:
                 started = time.monotonic()
                 try:
@@ -182,7 +184,7 @@ def bench_breaker(config: CitadelConfig, concurrency: int, before_s: float, faul
     transitions: list[dict] = []
     with serve_locally(config) as url:
         asyncio.run(drive(url, identity, LoadRun(), "/v1/answer", lambda _: {"question": ANSWER_QUESTION},
-                          concurrency, 3.0))
+                          concurrency, 3.0, tenant=ANSWER_TENANT))
         run.started = time.monotonic()
         stop = threading.Event()
         watcher = threading.Thread(target=_watch_breaker, args=(url, run, transitions, stop), daemon=True)
@@ -201,7 +203,7 @@ def bench_breaker(config: CitadelConfig, concurrency: int, before_s: float, faul
         director = threading.Thread(target=scenario, daemon=True)
         director.start()
         asyncio.run(drive(url, identity, run, "/v1/answer", lambda _: {"question": ANSWER_QUESTION},
-                          concurrency, before_s + fault_s + after_s, keep_bodies=True))
+                          concurrency, before_s + fault_s + after_s, keep_bodies=True, tenant=ANSWER_TENANT))
         director.join()
         stop.set()
         watcher.join()

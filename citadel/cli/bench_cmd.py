@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
+import sys
 from pathlib import Path
 from typing import Optional
 
@@ -65,8 +68,6 @@ def serve(
 def _with_bench_home(config: Optional[Path], home: Optional[Path], run):
     """Run `run(config, log)` on `home`, or on the examples ingested into a temporary home; progress
     goes to stderr so stdout carries only the result."""
-    import contextlib
-    import sys
     import tempfile
 
     runtime = Runtime(config_path=config)
@@ -74,16 +75,31 @@ def _with_bench_home(config: Optional[Path], home: Optional[Path], run):
     def log(row) -> None:
         print(json.dumps(row), file=sys.stderr, flush=True)
 
-    with tempfile.TemporaryDirectory(prefix="citadel-bench-") as scratch:
+    with tempfile.TemporaryDirectory(prefix="citadel-bench-") as scratch, _stdout_to_stderr():
         if home is None:
             from citadel.cli.demo import ingest_examples
 
             runtime.config.home = Path(scratch) / "home"
-            with contextlib.redirect_stdout(sys.stderr):
-                ingest_examples(Runtime(config=runtime.config))
+            ingest_examples(Runtime(config=runtime.config))
         else:
             runtime.config.home = home
         return run(runtime.config, log)
+
+
+@contextlib.contextmanager
+def _stdout_to_stderr():
+    """While a benchmark runs, everything written to stdout (Python or Ray's C++ core, e.g. its
+    shutdown notices) goes to stderr, so stdout carries only the JSON result printed afterwards."""
+    sys.stdout.flush()
+    saved = os.dup(1)
+    os.dup2(2, 1)
+    try:
+        with contextlib.redirect_stdout(sys.stderr):
+            yield
+    finally:
+        sys.stdout.flush()
+        os.dup2(saved, 1)
+        os.close(saved)
 
 
 HomeOption = typer.Option(None, "--home", help="An ingested Citadel home (default: the examples, ingested into a "
