@@ -116,6 +116,10 @@ class Retriever:
         result = await asyncio.to_thread(self._retrieve, principal, query, top_k, request_id, deadline_epoch)
         return result, self._memo.recall(query)
 
+    def rank(self) -> int:
+        """This replica's rank, so a drill can aim a fault at one live replica."""
+        return replica_rank()
+
     def _retrieve(self, principal, query: str, top_k: int | None, request_id: str | None,
                   deadline_epoch: float | None):
         adopt_deadline(deadline_epoch)  # the gateway's deadline bounds our embedder call too

@@ -156,7 +156,7 @@ def bench_hedge(config: CitadelConfig, concurrency: int, duration_s: float, warm
     with serve_locally(config) as url:
         rows.append(case(url, "healthy"))
         slow_ms = max(rows[0]["p50_ms"], 1.0) * (SLOW_FACTOR - 1)  # added latency: that replica ~10x slower
-        set_fault(url, admin, "retriever", latency_ms=slow_ms, replicas=[0])
+        set_fault(url, admin, "retriever", latency_ms=slow_ms, replicas=[one_retriever_rank()])
         rows.append(case(url, "slow_hedge"))
         # The same slow replica with each mechanism alone, then with neither (Serve's stock routing).
         for name, hedging, outlier_routing in (("slow_nohedge", False, True), ("slow_hedge_stock_routing", True, False),
@@ -164,12 +164,28 @@ def bench_hedge(config: CitadelConfig, concurrency: int, duration_s: float, warm
             config.resilience.hedge_enabled = hedging
             config.resilience.outlier_routing = outlier_routing
             replace_app(config)
+            # Ranks are handed out afresh on a redeploy: aim at one live replica again.
+            set_fault(url, admin, "retriever", latency_ms=slow_ms, replicas=[one_retriever_rank()])
             rows.append(case(url, name))
         clear_fault(url, admin, "retriever")
     order = {"healthy": 0, "slow_nohedge": 1, "slow_hedge": 2, "slow_hedge_stock_routing": 3, "slow_stock": 4}
     rows.sort(key=lambda r: order[r["case"]])
     return {"rows": rows, "slow_replica_added_ms": round(slow_ms, 1), "concurrency": concurrency,
             "p99_slow_hedge_vs_healthy": round(rows[2]["p99_ms"] / max(rows[0]["p99_ms"], 1e-9), 3)}
+
+
+RANK_PROBES = 30
+
+
+def one_retriever_rank() -> int:
+    """The lowest rank among the live retriever replicas (asked through a Serve handle)."""
+    from ray import serve
+
+    from serving.local import APP_NAME
+
+    handle = serve.get_deployment_handle("retriever", app_name=APP_NAME)
+    ranks = {handle.rank.remote().result(timeout_s=HTTP_TIMEOUT_S) for _ in range(RANK_PROBES)}
+    return min(ranks)
 
 
 # ---------------------------------------------------------------------- breaker
