@@ -121,7 +121,7 @@ def drill_config(config: CitadelConfig) -> tuple[CitadelConfig, str]:
 
 # ---------------------------------------------------------------------- hedge
 def bench_hedge(config: CitadelConfig, concurrency: int, duration_s: float, warmup_s: float, log=print) -> dict:
-    from serving.local import replace_app, serve_locally
+    from serving.local import serve_locally
 
     config, admin = drill_config(config)
     config.serving.topology = "split"
@@ -151,23 +151,20 @@ def bench_hedge(config: CitadelConfig, concurrency: int, duration_s: float, warm
         log(row)
         return row
 
-    rows = []
+    # A fresh cluster per case: replica ranks start at 0 again and no routing state carries over.
+    rows: list[dict] = []
     slow_ms = 0.0
-    with serve_locally(config) as url:
-        rows.append(case(url, "healthy"))
-        slow_ms = max(rows[0]["p50_ms"], 1.0) * (SLOW_FACTOR - 1)  # added latency: that replica ~10x slower
-        set_fault(url, admin, "retriever", latency_ms=slow_ms, replicas=[one_retriever_rank()])
-        rows.append(case(url, "slow_hedge"))
-        # The same slow replica with each mechanism alone, then with neither (Serve's stock routing).
-        for name, hedging, outlier_routing in (("slow_nohedge", False, True), ("slow_hedge_stock_routing", True, False),
-                                               ("slow_stock", False, False)):
-            config.resilience.hedge_enabled = hedging
-            config.resilience.outlier_routing = outlier_routing
-            replace_app(config)
-            # Ranks are handed out afresh on a redeploy: aim at one live replica again.
-            set_fault(url, admin, "retriever", latency_ms=slow_ms, replicas=[one_retriever_rank()])
+    for name, hedging, outlier_routing in HEDGE_CASES:
+        config.resilience.hedge_enabled = hedging
+        config.resilience.outlier_routing = outlier_routing
+        with serve_locally(config) as url:
+            if name != "healthy":
+                set_fault(url, admin, "retriever", latency_ms=slow_ms, replicas=[one_retriever_rank()])
             rows.append(case(url, name))
-        clear_fault(url, admin, "retriever")
+            if name == "healthy":
+                slow_ms = max(rows[0]["p50_ms"], 1.0) * (SLOW_FACTOR - 1)  # added: that replica ~10x slower
+            else:
+                clear_fault(url, admin, "retriever")
     order = {"healthy": 0, "slow_nohedge": 1, "slow_hedge": 2, "slow_hedge_stock_routing": 3, "slow_stock": 4}
     rows.sort(key=lambda r: order[r["case"]])
     return {"rows": rows, "slow_replica_added_ms": round(slow_ms, 1), "concurrency": concurrency,
@@ -175,6 +172,9 @@ def bench_hedge(config: CitadelConfig, concurrency: int, duration_s: float, warm
 
 
 RANK_PROBES = 30
+# (case, hedging, latency-aware routing): the three rows, then each mechanism's share.
+HEDGE_CASES = (("healthy", True, True), ("slow_hedge", True, True), ("slow_nohedge", False, True),
+               ("slow_hedge_stock_routing", True, False), ("slow_stock", False, False))
 
 
 def one_retriever_rank() -> int:

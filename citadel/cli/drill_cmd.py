@@ -27,6 +27,7 @@ def permissions(
     report = _with_bench_home(config, home, lambda cfg, log: drill_permissions(cfg, concurrency, phase, log))
     print(json.dumps(report, indent=1))
     down, reranker = report["permissions_down"], report["reranker_failing"]
-    broken = (any(r["passages_without_live_check"] for r in report.values()) or down["ok"] or down["other_errors"]
+    phases = [report[p] for p in ("healthy", "permissions_down", "reranker_failing")]
+    broken = (any(r["passages_without_live_check"] for r in phases) or down["ok"] or down["other_errors"]
               or reranker["ok"] != reranker["responses"] or not reranker["degraded_rerank_skipped"])
     raise typer.Exit(1 if broken else 0)

@@ -5,7 +5,9 @@ Pure Python with an injected clock; serving/routing.py plugs it into Serve's req
 replica keeps an exponentially weighted mean of its recent latencies. A replica is an outlier when
 its mean exceeds `factor` x the median of its peers' means and `min_gap_ms` more. An outlier gets
 no traffic while others can take it, so its evidence is forgotten after `stale_s`: it is then tried
-again, and ejected again at once if it is still slow.
+again, and ejected again as soon as a request there has been in flight longer than an outlier's
+mean would be (`sent`/`completed` track requests in flight, so the first slow request is evidence
+before it completes).
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from __future__ import annotations
 import statistics
 import threading
 import time
+from collections import deque
 from dataclasses import dataclass
 from typing import Callable, Hashable, Iterable
 
@@ -21,6 +24,7 @@ DEFAULT_FACTOR = 3.0       # slower than 3x the peers' median mean is an outlier
 DEFAULT_MIN_GAP_MS = 20.0  # and by at least this much (tiny absolute differences are noise)
 DEFAULT_STALE_S = 5.0      # evidence older than this is forgotten (the replica is tried again)
 MIN_PEERS = 1
+MS = 1000.0
 
 
 @dataclass
@@ -39,7 +43,21 @@ class LatencyOutliers:
         self.stale_s = stale_s
         self._clock = clock
         self._means: dict[Hashable, _Mean] = {}
+        self._in_flight: dict[Hashable, deque[float]] = {}
         self._lock = threading.Lock()
+
+    def sent(self, replica: Hashable) -> None:
+        """A request went to `replica` (its completion is matched first in, first out)."""
+        with self._lock:
+            self._in_flight.setdefault(replica, deque()).append(self._clock())
+
+    def completed(self, replica: Hashable) -> None:
+        """A request to `replica` finished (or was cancelled): its time in flight is a sample."""
+        with self._lock:
+            queue = self._in_flight.get(replica)
+            started = queue.popleft() if queue else None
+        if started is not None:
+            self.observe(replica, (self._clock() - started) * MS)
 
     def observe(self, replica: Hashable, latency_ms: float) -> None:
         now = self._clock()
@@ -54,9 +72,16 @@ class LatencyOutliers:
     def forget(self, replica: Hashable) -> None:
         with self._lock:
             self._means.pop(replica, None)
+            self._in_flight.pop(replica, None)
 
     def _fresh(self, now: float) -> dict[Hashable, float]:
-        return {r: m.value_ms for r, m in self._means.items() if now - m.updated <= self.stale_s}
+        """Each replica's mean, raised to the age of its oldest request still in flight."""
+        fresh = {r: m.value_ms for r, m in self._means.items() if now - m.updated <= self.stale_s}
+        for replica, queue in self._in_flight.items():
+            if queue:
+                age_ms = (now - queue[0]) * MS
+                fresh[replica] = max(fresh.get(replica, 0.0), age_ms)
+        return fresh
 
     def outliers(self, replicas: Iterable[Hashable]) -> set[Hashable]:
         """Which of `replicas` are much slower than their peers right now."""

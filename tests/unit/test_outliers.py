@@ -55,3 +55,18 @@ def test_the_mean_moves_with_new_samples():
     for _ in range(4):
         tracker.observe("a", 10)
     assert tracker.outliers(["a", "b"]) == set()
+
+
+def test_a_request_long_in_flight_is_evidence_before_it_completes():
+    clock = Clock()
+    tracker = LatencyOutliers(clock=clock)
+    for replica in ("a", "b", "c"):
+        tracker.sent(replica)
+    clock.now = 0.05
+    tracker.completed("a")
+    tracker.completed("b")
+    assert tracker.outliers(["a", "b", "c"]) == set()  # c: 50 ms in flight, like its peers
+    clock.now = 0.5
+    assert tracker.outliers(["a", "b", "c"]) == {"c"}  # 500 ms and counting
+    tracker.completed("c")
+    assert tracker.outliers(["a", "b", "c"]) == {"c"}  # now a completed 500 ms sample
