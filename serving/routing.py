@@ -11,6 +11,7 @@ a few seconds, so a replica that recovers gets traffic again.
 
 from __future__ import annotations
 
+import random
 from typing import Any, List, Optional
 
 # The stock router lives under Serve's private path in 2.60 (only its mixins are public).
@@ -19,6 +20,7 @@ from ray.serve._private.request_router.pow_2_router import PowerOfTwoChoicesRequ
 from citadel.resilience.outliers import LatencyOutliers
 
 ROUTER_CLASS = "serving.routing:LatencyAwareRouter"
+POWER_OF_TWO = 2
 
 
 class LatencyAwareRouter(PowerOfTwoChoicesRequestRouter):
@@ -27,12 +29,17 @@ class LatencyAwareRouter(PowerOfTwoChoicesRequestRouter):
 
     async def choose_replicas(self, candidate_replicas: List[Any], pending_request: Optional[Any] = None):
         ranks = await super().choose_replicas(candidate_replicas, pending_request)
-        reranked: list[list] = []
-        for rank in ranks:
-            by_id = {replica.replica_id: replica for replica in rank}
-            for ids in self._outliers.rank(list(by_id)):
-                reranked.append([by_id[i] for i in ids])
-        return reranked
+        chosen = [replica for rank in ranks for replica in rank]
+        every = {replica.replica_id: replica for replica in [*candidate_replicas, *chosen]}
+        slow = self._outliers.outliers(list(every))
+        usual = [replica for replica in chosen if replica.replica_id not in slow]
+        outliers = [replica for replica in chosen if replica.replica_id in slow]
+        if not usual and outliers:
+            # Multiplexing narrowed the choice to replicas holding the tenant, all of them slow: any
+            # other replica is better (it loads the tenant on its first request).
+            others = [replica for rid, replica in every.items() if rid not in slow]
+            usual = random.sample(others, min(POWER_OF_TWO, len(others)))
+        return [rank for rank in (usual, outliers) if rank]
 
     def on_send_request(self, replica_id: Any) -> None:
         super().on_send_request(replica_id)
