@@ -67,7 +67,8 @@ def ray_serve(tmp_path_factory, redis_url):
     from serving.local import deploy
 
     home = make_home(tmp_path_factory.mktemp("serve") / "home",
-                     CITADEL_REDIS_URL=redis_url, CITADEL_STATE__BUDGET_REQUESTS_PER_DAY=str(BUDGET))
+                     CITADEL_REDIS_URL=redis_url, CITADEL_STATE__BUDGET_REQUESTS_PER_DAY=str(BUDGET),
+                     CITADEL_SERVING__FAULT_INJECTION="true")
     home.config.state.key_prefix = f"test-{uuid.uuid4().hex[:8]}:"
     home.config.serving.port = _free_port()
     home.config.ingest_pipeline.ray_num_cpus = 2
@@ -181,3 +182,17 @@ def test_every_listening_socket_is_on_loopback(app):
     exposed = [(c.pid, c.laddr) for c in psutil.net_connections(kind="inet")
                if c.status == psutil.CONN_LISTEN and c.pid in ours and not loopback(c.laddr.ip)]
     assert ours and exposed == []
+
+
+# Kept last in the module: it trips nothing (fewer calls than a breaker's minimum sample), but a
+# failing permission store is the one fault the other tests must not see.
+def test_permission_store_down_fails_closed_over_http(app):
+    admin = app.home.admin_headers()
+    assert app.client.put("/v1/admin/faults/catalog", json={"error_rate": 1.0}, headers=admin).status_code == 200
+    try:
+        time.sleep(0.6)  # the fault store's read interval
+        for path, body in (("/v1/retrieve", {"query": "hotel"}), ("/v1/answer", {"question": "hotel limit?"})):
+            response = app.client.post(path, json=body, headers=app.user())
+            _error(response, 503, "permissions_unavailable")
+    finally:
+        assert app.client.delete("/v1/admin/faults/catalog", headers=admin).status_code == 200
