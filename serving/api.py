@@ -202,6 +202,22 @@ def _error_response(request: Request, code: str, message: str, retry_after_s: fl
     return JSONResponse(error_body(code, message, request_id), status_code=status_for(code), headers=headers)
 
 
+async def _user_call(request: Request, endpoint: str, authorization: Optional[str], user_context: Optional[str],
+                     method: Callable[[Gateway], Callable[..., dict]], *args: Any) -> dict:
+    """An end user's request: identity first (401 before any work), then the gateway method on the
+    worker threads with the request id, counted per endpoint, tenant and status."""
+    gateway = _gateway(request)
+    caller = gateway.caller(authorization, user_context)
+    tenant = caller.principal.tenant_id
+    try:
+        result = await _run(request, method(gateway), caller, *args, request.state.request_id)
+    except ApiError as error:
+        _count(request, endpoint, tenant, error.status)
+        raise
+    _count(request, endpoint, tenant, 200)
+    return result
+
+
 def _count(request: Request, endpoint: str, tenant: str, status: int) -> None:
     gateway = getattr(request.app.state, "gateway", None) or _process_gateway
     if gateway is not None:
@@ -257,31 +273,15 @@ def create_api() -> FastAPI:
     async def retrieve(request: Request, body: RetrieveRequest,
                        authorization: Optional[str] = Header(None),
                        x_citadel_user_context: Optional[str] = Header(None)) -> dict:
-        gateway = _gateway(request)
-        caller = gateway.caller(authorization, x_citadel_user_context)
-        tenant = caller.principal.tenant_id
-        try:
-            result = await _run(request, gateway.retrieve, caller, body.query, body.top_k, request.state.request_id)
-        except ApiError as error:
-            _count(request, "retrieve", tenant, error.status)
-            raise
-        _count(request, "retrieve", tenant, 200)
-        return result
+        return await _user_call(request, "retrieve", authorization, x_citadel_user_context,
+                                lambda gateway: gateway.retrieve, body.query, body.top_k)
 
     @app.post("/v1/answer", response_model=AnswerResponse, responses=ERRORS)
     async def answer(request: Request, body: AnswerRequest,
                      authorization: Optional[str] = Header(None),
                      x_citadel_user_context: Optional[str] = Header(None)) -> dict:
-        gateway = _gateway(request)
-        caller = gateway.caller(authorization, x_citadel_user_context)
-        tenant = caller.principal.tenant_id
-        try:
-            result = await _run(request, gateway.answer, caller, body.question, request.state.request_id)
-        except ApiError as error:
-            _count(request, "answer", tenant, error.status)
-            raise
-        _count(request, "answer", tenant, 200)
-        return result
+        return await _user_call(request, "answer", authorization, x_citadel_user_context,
+                                lambda gateway: gateway.answer, body.question)
 
     _add_admin_routes(app)
     _add_drill_routes(app)

@@ -71,7 +71,9 @@ class Guard:
                 self.breaker.record((self._now() - started) * MS, ok)
 
 
-class GuardedEmbedder:
+class _Guarded:
+    """A stage behind a guard; the model id reads through to the stage."""
+
     def __init__(self, inner, guard: Guard):
         self._inner = inner
         self._guard = guard
@@ -80,6 +82,8 @@ class GuardedEmbedder:
     def model_id(self) -> str:
         return self._inner.model_id
 
+
+class GuardedEmbedder(_Guarded):
     @property
     def dim(self) -> int:
         return self._inner.dim
@@ -92,15 +96,7 @@ class GuardedEmbedder:
         return self._inner.embed_passages(texts)
 
 
-class GuardedReranker:
-    def __init__(self, inner, guard: Guard):
-        self._inner = inner
-        self._guard = guard
-
-    @property
-    def model_id(self) -> str:
-        return self._inner.model_id
-
+class GuardedReranker(_Guarded):
     def rerank(self, question: str, passages: Sequence, top_n: int):
         return self._guard.call(self._inner.rerank, question, passages, top_n)
 
