@@ -246,7 +246,10 @@ def _deployments() -> dict[str, DeploymentSettings]:
     # work), the model stages batch, and the retriever scales out under load.
     return {
         "gateway": DeploymentSettings(max_ongoing_requests=64, max_queued_requests=256, num_cpus=0.25),
-        "fused": DeploymentSettings(max_ongoing_requests=64, max_queued_requests=256, num_cpus=0.5),
+        # Two fused replicas, one torch thread each: on 2 cores this matched the in-process throughput
+        # (56.7 vs 56.6 answers/s at 8 clients), where one replica with 2 threads reached 0.6x of it.
+        "fused": DeploymentSettings(min_replicas=2, max_replicas=2, max_ongoing_requests=64,
+                                    max_queued_requests=256, num_cpus=0.5),
         "embedder": DeploymentSettings(max_ongoing_requests=32, max_queued_requests=256, target_ongoing_requests=16),
         "retriever": DeploymentSettings(max_replicas=3, max_ongoing_requests=16, max_queued_requests=256,
                                         target_ongoing_requests=4),

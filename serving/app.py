@@ -46,7 +46,7 @@ class Embedder:
 
     def __init__(self, config_dict: dict):
         config = _config(config_dict)
-        self._embedder = make_embedder(config, "embedder")
+        self._embedder = make_embedder(config, "embedder", in_replica=True)
         self._faults = Resilience(config, replica_rank).injector("embedder")  # drills only
         self.embed_query = serve.batch(max_batch_size=config.serving.embed_max_batch_size,
                                        batch_wait_timeout_s=config.serving.embed_batch_wait_s)(self._embed_batch)
@@ -182,7 +182,7 @@ class Gateway:
         config = _config(config_dict)
         resilience = Resilience(config, replica_rank)
         stages = _remote_stages(config, handles, resilience) if handles else None
-        install_gateway(build_gateway(config, stages, resilience=resilience))
+        install_gateway(build_gateway(config, stages, resilience=resilience, in_replica=True))
 
 
 def _remote_stages(config: CitadelConfig, handles: dict[str, Any], resilience: Resilience) -> Stages:

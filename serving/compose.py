@@ -38,17 +38,19 @@ class Stages:
     memo: QueryVectorMemo | None = None  # query vectors the (remote) retriever computed, for the gate
 
 
-def make_embedder(config: CitadelConfig, stage: str | None = None):
-    """The embedder of a serving replica. Ray sets OMP_NUM_THREADS=1 in a replica with a fractional
-    CPU, which left torch on one thread (single-query latency 1.6x the in-process figure here): use
-    the configured thread count, else the machine's cores. A stage given a GPU share runs on CUDA in fp16."""
+def make_embedder(config: CitadelConfig, stage: str | None = None, in_replica: bool = False):
+    """The embedder of a serving process. torch threads: the configured count, else the machine's
+    cores shared among the stage's replicas (Ray would leave a fractional-CPU replica on one thread;
+    replicas each taking every core oversubscribe the machine). A stage with a GPU share runs on CUDA
+    in fp16."""
     import os
 
     from citadel.embedding.factory import make_embedder as factory
 
     settings = config.serving.deployments.get(stage or config.serving.topology)
     on_gpu = settings is not None and settings.num_gpus > 0
-    threads = config.embedding.torch_threads or os.cpu_count() or 1
+    replicas = settings.max_replicas if (in_replica and settings is not None) else 1
+    threads = config.embedding.torch_threads or max(1, (os.cpu_count() or 1) // replicas)
     return factory(config.embedding, device="cuda" if on_gpu else "cpu", fp16=on_gpu, torch_threads=threads)
 
 
@@ -68,7 +70,8 @@ def guarded_catalog(config: CitadelConfig, resilience: Resilience, catalog: SQLi
 
 
 def build_gateway(config: CitadelConfig, stages: Stages | None = None, clock: Callable[[], float] | None = None,
-                  catalog: SQLiteCatalog | None = None, resilience: Resilience | None = None) -> Gateway:
+                  catalog: SQLiteCatalog | None = None, resilience: Resilience | None = None,
+                  in_replica: bool = False) -> Gateway:
     from citadel.retrieval.retriever import Retriever
 
     stages = stages or Stages()
@@ -78,7 +81,7 @@ def build_gateway(config: CitadelConfig, stages: Stages | None = None, clock: Ca
     catalog = guarded_catalog(config, resilience, catalog)
     partitions = PartitionCache(catalog, config.partitions_dir, capacity=config.serving.tenants_per_replica)
     local_embedder = stages.embedder is None
-    embedder = GuardedEmbedder(make_embedder(config, "fused") if local_embedder else stages.embedder,
+    embedder = GuardedEmbedder(make_embedder(config, "fused", in_replica) if local_embedder else stages.embedder,
                                resilience.guard("embedder", inject=local_embedder))
     memo = stages.memo or QueryVectorMemo(embedder)
     retriever = stages.retriever or FaultyRetriever(
