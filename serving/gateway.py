@@ -15,9 +15,10 @@ import sqlite3
 import threading
 import time
 import uuid
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 from citadel.answer.service import RERANK_SKIPPED, AnswerService
 from citadel.catalog.base import Catalog
@@ -108,10 +109,8 @@ class Gateway:
         principal = caller.principal
         self.charge(principal, query)
         started = time.perf_counter()
-        try:
+        with _failing_closed():
             result = self.retriever.retrieve(principal, query, top_k=top_k, request_id=request_id)
-        except PERMISSION_STORE_ERRORS as error:
-            raise ApiError("permissions_unavailable", f"permission store unavailable: {error}") from None
         self.metrics.stage_latency.labels("retrieve").observe(time.perf_counter() - started)
         chunk_ids = [p.chunk_id for p in result.passages]
         emit_stage_spans(request_id, result.timings_ms, {"recheck": chunk_ids})
@@ -128,20 +127,16 @@ class Gateway:
         principal = caller.principal
         self.charge(principal, question)
         degraded: list[str] = []
-        try:
+        with _failing_closed():
             segment = self.catalog.published_segment(principal.tenant_id) or "none"
-        except PERMISSION_STORE_ERRORS as error:
-            raise ApiError("permissions_unavailable", f"permission store unavailable: {error}") from None
-        key = answer_cache_key(principal.tenant_id, principal.acl_signature, question, segment)
-        cached = self._cached_answer(key, principal, degraded)
+            key = answer_cache_key(principal.tenant_id, principal.acl_signature, question, segment)
+            cached = self._cached_answer(key, principal, degraded)  # a hit is live-checked in the catalog
         if cached is not None:
             self.metrics.cache.labels("hit").inc()
             emit_span(request_id, "cache", 0.0, [c["chunk_id"] for c in cached["citations"]], hit=True)
             return {**cached, "request_id": request_id, "degraded": degraded, "cached": True}
-        try:
+        with _failing_closed():
             response = self.answers.ask(principal, question, request_id=request_id)
-        except PERMISSION_STORE_ERRORS as error:
-            raise ApiError("permissions_unavailable", f"permission store unavailable: {error}") from None
         body = response.to_dict()
         body["degraded"] = [*body["degraded"], *degraded]
         self._record_answer(request_id, response, body)
@@ -325,6 +320,16 @@ class Gateway:
     def _known_document(self, tenant_id: str, document_id: str) -> None:
         if self.catalog.get_document(tenant_id, document_id) is None:
             raise ApiError("not_found", f"tenant {tenant_id!r} has no document {document_id!r}")
+
+
+@contextmanager
+def _failing_closed() -> Iterator[None]:
+    """Any failure of the permission store inside the block is a 503, never a 500 and never an
+    unchecked passage."""
+    try:
+        yield
+    except PERMISSION_STORE_ERRORS as error:
+        raise ApiError("permissions_unavailable", f"permission store unavailable: {error}") from None
 
 
 def _safe_name(document_id: str) -> str:

@@ -193,3 +193,17 @@ def test_metrics_count_requests_and_stages(client, home):
     text = client.get("/metrics").text
     assert 'citadel_requests_total{endpoint="answer",status="200",tenant="acme"} 1.0' in text
     assert 'citadel_stage_latency_seconds_count{stage="generate"}' in text
+
+
+def test_cache_hit_whose_live_check_fails_is_a_503(client, home):
+    import sqlite3
+
+    question = {"question": "What is the hotel limit per night in London?"}
+    assert client.post("/v1/answer", json=question, headers=home.headers()).json()["cached"] is False
+    catalog = client.app.state.gateway.catalog
+
+    def store_down(principal):
+        raise sqlite3.OperationalError("database is locked")
+
+    catalog.readable_documents = store_down  # only the cache hit's live check reads this
+    assert_error(client.post("/v1/answer", json=question, headers=home.headers()), 503, "permissions_unavailable")
