@@ -19,6 +19,7 @@ import time
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Callable
 
 from citadel.config import CitadelConfig
 from citadel.identity import add_credential, load_or_create_signing_key, sign_user_context
@@ -52,10 +53,9 @@ class Cell:
     seconds: float = 0.0
 
     def row(self) -> dict:
-        ordered = sorted(self.latencies_ms) or [0.0]
-        cut = statistics.quantiles(ordered, n=100, method="inclusive") if len(ordered) > 1 else ordered * 99
+        p50, p95, p99 = (round(percentile(self.latencies_ms, q), 2) for q in PERCENTILES)
         return {"topology": self.topology, "concurrency": self.concurrency,
-                "p50_ms": round(cut[49], 2), "p95_ms": round(cut[94], 2), "p99_ms": round(cut[98], 2),
+                "p50_ms": p50, "p95_ms": p95, "p99_ms": p99,
                 "rps": round(len(self.latencies_ms) / self.seconds, 2) if self.seconds else 0.0,
                 "requests": len(self.latencies_ms), "errors": self.errors, "errors_5xx": self.errors_5xx}
 
@@ -90,34 +90,71 @@ class Identity:
 
 
 # ---------------------------------------------------------------------- load generators
-async def _http_load(url: str, identity: Identity, cell: Cell, duration_s: float) -> None:
+@dataclass
+class Completion:
+    t_s: float  # since the start of the run, when the response arrived
+    latency_ms: float
+    status: int
+    body: dict | None = None
+
+
+@dataclass
+class LoadRun:
+    started: float = field(default_factory=time.monotonic)
+    completions: list[Completion] = field(default_factory=list)
+
+    def since(self) -> float:
+        return time.monotonic() - self.started
+
+
+def percentile(values: list[float], q: float) -> float:
+    """The q-th percentile (1-99) of `values`; 0 when there are none."""
+    if not values:
+        return 0.0
+    if len(values) == 1:
+        return values[0]
+    return statistics.quantiles(sorted(values), n=100, method="inclusive")[int(q) - 1]
+
+
+async def drive(url: str, identity: Identity, run: LoadRun, path: str, body_of: Callable[[int], dict],
+                concurrency: int, duration_s: float, keep_bodies: bool = False,
+                tenant: str | None = None) -> list[Completion]:
+    """`concurrency` clients sending requests back to back for `duration_s`; returns this call's completions."""
+    first = len(run.completions)
     import httpx
 
-    limits = httpx.Limits(max_connections=cell.concurrency, max_keepalive_connections=cell.concurrency)
+    limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
     async with httpx.AsyncClient(base_url=url, timeout=HTTP_TIMEOUT_S, limits=limits) as client:
-        stop_at = time.perf_counter() + duration_s
+        stop_at = time.monotonic() + duration_s
 
         async def worker(index: int) -> None:
-            headers, turn = identity.headers(index), index
-            while time.perf_counter() < stop_at:
-                question = QUESTIONS[turn % len(QUESTIONS)]
-                turn += 1
-                started = time.perf_counter()
+            headers, turn = identity.headers(index, tenant), index
+            while time.monotonic() < stop_at:
+                started = time.monotonic()
                 try:
-                    response = await client.post("/v1/answer", json={"question": question}, headers=headers)
-                    status = response.status_code
+                    response = await client.post(path, json=body_of(turn), headers=headers)
+                    status, body = response.status_code, (response.json() if keep_bodies else None)
                 except httpx.HTTPError:
-                    status = 599
-                elapsed = (time.perf_counter() - started) * MS
-                if status == 200:
-                    cell.latencies_ms.append(elapsed)
-                else:
-                    cell.errors += 1
-                    cell.errors_5xx += status >= 500
+                    status, body = 599, None
+                turn += 1
+                run.completions.append(Completion(run.since(), (time.monotonic() - started) * MS, status, body))
 
-        started = time.perf_counter()
-        await asyncio.gather(*(worker(i) for i in range(cell.concurrency)))
-        cell.seconds = time.perf_counter() - started
+        await asyncio.gather(*(worker(i) for i in range(concurrency)))
+    return run.completions[first:]
+
+
+async def _http_load(url: str, identity: Identity, cell: Cell, duration_s: float) -> None:
+    """The questions in turn on /v1/answer from `cell.concurrency` clients, tallied into the cell."""
+    started = time.perf_counter()
+    done = await drive(url, identity, LoadRun(), "/v1/answer",
+                       lambda turn: {"question": QUESTIONS[turn % len(QUESTIONS)]}, cell.concurrency, duration_s)
+    cell.seconds = time.perf_counter() - started
+    for completion in done:
+        if completion.status == 200:
+            cell.latencies_ms.append(completion.latency_ms)
+        else:
+            cell.errors += 1
+            cell.errors_5xx += completion.status >= 500
 
 
 def _inprocess_load(gateway, identity: Identity, cell: Cell, duration_s: float) -> None:

@@ -18,20 +18,15 @@ import asyncio
 import json
 import logging
 import re
-import statistics
 import threading
 import time
 import uuid
-from dataclasses import dataclass, field
-from typing import Callable
 
 import httpx
 
 from citadel.config import CitadelConfig
-from serving.bench import Identity, bench_config
+from serving.bench import HTTP_TIMEOUT_S, Identity, LoadRun, bench_config, drive, percentile
 
-MS = 1000.0
-HTTP_TIMEOUT_S = 60.0
 RETRIEVE_QUERIES = ["hotel limit per night", "home office equipment", "standard discount", "expense approval",
                     "remote work days", "meal per diem", "lost laptop", "travel booking"]
 ANSWER_QUESTION = "What is the hotel limit per night in London?"
@@ -40,56 +35,6 @@ HEDGE_REPLICAS = 3
 SLOW_FACTOR = 10.0
 SLOW_CUT_OF_ADDED = 0.8  # a response slower than 80% of the added latency went through the slow replica
 WINDOW_S = 10.0
-
-
-@dataclass
-class Completion:
-    t_s: float  # since the start of the run, when the response arrived
-    latency_ms: float
-    status: int
-    body: dict | None = None
-
-
-@dataclass
-class LoadRun:
-    started: float = field(default_factory=time.monotonic)
-    completions: list[Completion] = field(default_factory=list)
-
-    def since(self) -> float:
-        return time.monotonic() - self.started
-
-
-def _percentile(values: list[float], q: float) -> float:
-    if not values:
-        return 0.0
-    if len(values) == 1:
-        return values[0]
-    return statistics.quantiles(sorted(values), n=100, method="inclusive")[int(q) - 1]
-
-
-async def drive(url: str, identity: Identity, run: LoadRun, path: str, body_of: Callable[[int], dict],
-                concurrency: int, duration_s: float, keep_bodies: bool = False,
-                tenant: str | None = None) -> list[Completion]:
-    """`concurrency` clients sending requests back to back for `duration_s`; returns this call's completions."""
-    first = len(run.completions)
-    limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
-    async with httpx.AsyncClient(base_url=url, timeout=HTTP_TIMEOUT_S, limits=limits) as client:
-        stop_at = time.monotonic() + duration_s
-
-        async def worker(index: int) -> None:
-            headers, turn = identity.headers(index, tenant), index
-            while time.monotonic() < stop_at:
-                started = time.monotonic()
-                try:
-                    response = await client.post(path, json=body_of(turn), headers=headers)
-                    status, body = response.status_code, (response.json() if keep_bodies else None)
-                except httpx.HTTPError:
-                    status, body = 599, None
-                turn += 1
-                run.completions.append(Completion(run.since(), (time.monotonic() - started) * MS, status, body))
-
-        await asyncio.gather(*(worker(i) for i in range(concurrency)))
-    return run.completions[first:]
 
 
 def metric_value(url: str, name: str, labels: str = "") -> float:
@@ -142,7 +87,7 @@ def bench_hedge(config: CitadelConfig, concurrency: int, duration_s: float, warm
                  + metric_value(url, "citadel_retriever_retries_total") - retries_before)
         ok = [c.latency_ms for c in done if c.status == 200]
         slow_cut = SLOW_CUT_OF_ADDED * slow_ms if slow_ms else float("inf")
-        row = {"case": name, "p50_ms": round(_percentile(ok, 50), 2), "p99_ms": round(_percentile(ok, 99), 2),
+        row = {"case": name, "p50_ms": round(percentile(ok, 50), 2), "p99_ms": round(percentile(ok, 99), 2),
                "requests": len(done), "extra_requests": int(extra),
                "hedge_wins": int(metric_value(url, "citadel_retriever_hedge_wins_total") - wins_before),
                "slow_responses": sum(latency > slow_cut for latency in ok),
@@ -246,7 +191,7 @@ def _breaker_report(run: LoadRun, marks: dict, transitions: list[dict], slo_ms: 
         inside = [c for c in run.completions if start <= c.t_s < start + WINDOW_S]
         latencies = [c.latency_ms for c in inside if c.status == 200]
         degraded = sum(1 for c in inside if c.body and "generator_fallback" in c.body.get("degraded", []))
-        windows.append({"t_s": round(start, 1), "p95_ms": round(_percentile(latencies, 95), 1),
+        windows.append({"t_s": round(start, 1), "p95_ms": round(percentile(latencies, 95), 1),
                         "requests": len(inside), "fallback_answers": degraded})
         start += WINDOW_S
     tripped = next((t["t_s"] for t in transitions if t["to"] == "open" and t["t_s"] >= fault_at), None)

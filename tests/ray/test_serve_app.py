@@ -7,7 +7,6 @@ budget entries.
 
 from __future__ import annotations
 
-import socket
 import time
 import uuid
 
@@ -16,17 +15,12 @@ import pytest
 pytest.importorskip("ray")
 httpx = pytest.importorskip("httpx")
 
+from tests.redis_server import _free_port  # noqa: E402
 from tests.serving.conftest import Home, make_home  # noqa: E402
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
 BUDGET = 12
 JOB_TIMEOUT_S = 90.0
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 class Cluster:
