@@ -116,25 +116,6 @@ class FaultRequest(_Body):
     kill_nonce: Optional[str] = None
 
 
-class Passage(BaseModel):
-    chunk_id: str
-    text: str
-    document_id: str
-    title: str
-    version: int
-    heading: str
-    page: Optional[int]
-    source: str
-    score: float
-
-
-class RetrieveResponse(BaseModel):
-    request_id: str
-    plan: str
-    degraded: list[str]
-    passages: list[Passage]
-
-
 class Citation(BaseModel):
     chunk_id: str
     document_id: str
@@ -143,6 +124,20 @@ class Citation(BaseModel):
     heading: str
     page: Optional[int]
     source: str
+
+
+class Passage(Citation):
+    """A retrieved passage: where it is from (as a citation), its text and its fused score."""
+
+    text: str
+    score: float
+
+
+class RetrieveResponse(BaseModel):
+    request_id: str
+    plan: str
+    degraded: list[str]
+    passages: list[Passage]
 
 
 class AnswerResponse(BaseModel):
