@@ -54,6 +54,20 @@ class IndexConfig(_Section):
     hnsw_ef_search: int = Field(64, description="HNSW efSearch for unfiltered queries.")
     hnsw_storage: Literal["fp32", "fp16"] = Field("fp32", description="Vector storage in HNSW.")
     hnsw_max_ef_search: int = Field(2048, description="Cap on efSearch raised for selective filters.")
+    delta_min_base_rows: int = Field(
+        20_000, ge=0,
+        description="Tenants whose base segment has fewer rows are rebuilt whole on every publish (seconds "
+        "for exact-search tenants); larger ones take incremental publishes into a delta segment.",
+    )
+    delta_max_fraction: float = Field(
+        0.10, ge=0, description="Compact when the delta would hold more than this share of the base's live rows."
+    )
+    delta_max_rows: int = Field(
+        50_000, ge=0, description="... or more than this many rows (the delta is scanned exactly on every query)."
+    )
+    tombstone_max_fraction: float = Field(
+        0.20, ge=0, description="Compact when more than this share of the base's rows are superseded or withdrawn."
+    )
 
 
 class RetrievalConfig(_Section):

@@ -18,6 +18,7 @@ import numpy as np
 from citadel.catalog.base import Catalog
 from citadel.config import CitadelConfig
 from citadel.embedding.base import Embedder
+from citadel.errors import NotFound
 from citadel.partition import chunks_to_table
 from citadel.sources import (  # re-exported: callers import these from citadel.ingestion
     SUPPORTED_SUFFIXES,
@@ -59,6 +60,8 @@ class JobReport:
     segment_id: str | None = None
     tier: str | None = None
     total_chunks: int = 0
+    segment_kind: str | None = None  # "delta" (incremental publish) or "base" (a rebuild)
+    rebuild_reason: str | None = None
 
     @property
     def failures(self) -> list[FileOutcome]:
@@ -78,6 +81,8 @@ class JobReport:
             "chunks": new_chunks,
             "partition_chunks": self.total_chunks,
             "segment_id": self.segment_id,
+            "segment_kind": self.segment_kind,
+            "rebuild_reason": self.rebuild_reason,
             "tier": self.tier,
             "seconds": {k: round(v, 3) for k, v in self.seconds.items()},
             "chunks_per_s": round(new_chunks / elapsed, 1) if elapsed else 0.0,
@@ -152,7 +157,7 @@ class Ingestor:
         if not prepared:
             return
         started = time.perf_counter()
-        self._build_and_publish(report, prepared)
+        self._publish_prepared(report, prepared)
         report.seconds["build_publish"] = time.perf_counter() - started
 
     def _dead_letter(self, report: JobReport, letter: DeadLetter) -> FileOutcome:
@@ -187,17 +192,38 @@ class Ingestor:
             embedded.append(item)
         return embedded
 
-    def _build_and_publish(self, report: JobReport, prepared: list[PreparedDocument]) -> None:
+    def compact(self, tenant_id: str) -> JobReport:
+        """Rebuild the tenant's base segment from its live rows now: the delta and the tombstones go."""
+        if self._catalog.published_segment(tenant_id) is None:
+            raise NotFound(f"tenant {tenant_id!r} has nothing published to compact")
+        report = JobReport(self._catalog.create_job(tenant_id, "compact"), tenant_id)
+        empty = chunks_to_table([])
+        with tenant_lock(self._config.partitions_dir, tenant_id):
+            started = time.perf_counter()
+            self._build_and_publish(report, empty, np.zeros((0, self._embedder.dim), np.float32), [],
+                                    force_rebuild=True)
+            report.seconds["build_publish"] = time.perf_counter() - started
+        report.status = "succeeded"
+        self._catalog.finish_job(report.job_id, report.status, report.to_dict())
+        return report
+
+    def _publish_prepared(self, report: JobReport, prepared: list[PreparedDocument]) -> None:
+        new_table = chunks_to_table([c for p in prepared for c in p.chunks])
+        new_vectors = np.concatenate([p.vectors for p in prepared])
+        self._build_and_publish(report, new_table, new_vectors, prepared)
+
+    def _build_and_publish(self, report: JobReport, new_table, new_vectors: np.ndarray,
+                           prepared: list[PreparedDocument], force_rebuild: bool = False) -> None:
         tenant_id = report.tenant_id
         partitions_dir = self._config.partitions_dir
         previous = self._catalog.published_segment(tenant_id)
         live = live_versions(self._catalog, tenant_id, {p.meta.document_id for p in prepared})
-        new_table = chunks_to_table([c for p in prepared for c in p.chunks])
-        new_vectors = np.concatenate([p.vectors for p in prepared])
         self._progress("build", 0, 1)
         built = build_tenant_segment(partitions_dir, tenant_id, new_table, new_vectors, previous, live,
-                                     self._config.index, self._embedder.model_id, self._embedder.dim)
+                                     self._config.index, self._embedder.model_id, self._embedder.dim,
+                                     force_rebuild=force_rebuild)
         verify_built(built)
         publish_built(self._catalog, partitions_dir, built, [p.staged() for p in prepared], report.job_id)
         self._progress("build", 1, 1)
         report.segment_id, report.tier, report.total_chunks = built.segment_id, built.tier, built.rows
+        report.segment_kind, report.rebuild_reason = built.kind, built.rebuild_reason

@@ -5,6 +5,12 @@ uses), `vectors.npy`, `vector/` (the ANN index for hot/cold tiers; tiny tenants 
 searched exactly), `bm25/` (tantivy) and `manifest.json` (model id, dims, counts, checksums).
 Segments are written under a temporary name and renamed when complete, so a crash never leaves a
 partial segment that a pointer could name; the catalog's pointer switch publishes them.
+
+A pointer names either a base segment or a delta segment (DESIGN.md §3): a delta holds only the rows
+published since its base was built (exact search, no graph) plus `tombstones.npy`, the base rows no
+longer live, and its manifest names the base. Incremental publishes write a new delta over the same
+base, which costs rows-since-the-base, not the whole tenant; compaction (`citadel.stages`) rebuilds a
+base when the delta or the tombstones pass their thresholds.
 """
 
 from __future__ import annotations
@@ -19,7 +25,7 @@ import uuid
 from collections import OrderedDict
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Generic, Sequence, TypeVar
+from typing import Callable, Generic, Mapping, Sequence, TypeVar
 
 import numpy as np
 import pyarrow as pa
@@ -31,6 +37,7 @@ from citadel.index.base import VectorIndex
 from citadel.index.bm25 import BM25Index
 from citadel.index.exact import ExactIndex
 from citadel.index.factory import load_vector_index, make_vector_index
+from citadel.index.layered import Layer, LayeredVectorIndex
 from citadel.types import Chunk
 
 MANIFEST = "manifest.json"
@@ -38,6 +45,9 @@ CHUNKS = "chunks.parquet"
 VECTORS = "vectors.npy"
 VECTOR_DIR = "vector"
 BM25_DIR = "bm25"
+TOMBSTONES = "tombstones.npy"
+KIND_BASE = "base"
+KIND_DELTA = "delta"
 TMP_PREFIX = ".tmp-"
 TIER_BACKEND = {"tiny": "exact", "hot": "hnsw", "cold": "diskann"}
 CHECKSUM_BLOCK = 1 << 20
@@ -124,18 +134,58 @@ def _index_params(backend: str, config: IndexConfig, build_threads: int | None =
 
 def build_segment(root: Path, spec: SegmentSpec, table: pa.Table, vectors: np.ndarray,
                   config: IndexConfig, build_threads: int | None = None) -> Path:
-    """Write a complete segment under `root` and return its final directory.
+    """Write a complete base segment under `root` and return its final directory.
 
     `build_threads` caps the index build's threads (a Ray build task owns only its CPUs); None keeps
     each backend's default.
     """
+    _check_rows(table, vectors)
+    backend = TIER_BACKEND[spec.tier]
+
+    def write(directory: Path) -> None:
+        _write_rows(directory, table, vectors)
+        if backend != "exact" and table.num_rows:
+            index = make_vector_index(backend, spec.dim, **_index_params(backend, config, build_threads))
+            index.add(vectors, np.arange(table.num_rows, dtype=np.int64))
+            index.save(directory / VECTOR_DIR)
+        _write_manifest(directory, spec, table, {"kind": KIND_BASE, "backend": backend}, (CHUNKS, VECTORS))
+
+    return _write_atomically(root, write)
+
+
+def build_delta_segment(root: Path, spec: SegmentSpec, base: str, base_rows: int, tombstones: np.ndarray,
+                        table: pa.Table, vectors: np.ndarray) -> Path:
+    """Write a delta segment stacked on the base segment `base`: the rows added since the base was
+    built (searched exactly, no graph to build) and the base rows that are no longer live."""
+    _check_rows(table, vectors)
+
+    def write(directory: Path) -> None:
+        _write_table_and_vectors(directory, table, vectors)
+        # The delta's BM25 index is the base's plus the delta rows (under their partition row ids), so
+        # one index with one set of term statistics serves the whole stack.
+        bm25 = BM25Index.extending(root / base / BM25_DIR, _bm25_texts(table),
+                                   base_rows + np.arange(table.num_rows, dtype=np.int64))
+        bm25.save(directory / BM25_DIR)
+        np.save(directory / TOMBSTONES, np.asarray(tombstones, dtype=np.int64))
+        extra = {"kind": KIND_DELTA, "backend": "exact", "base": base, "base_rows": base_rows,
+                 "tombstones": int(len(tombstones))}
+        _write_manifest(directory, spec, table, extra, (CHUNKS, VECTORS, TOMBSTONES))
+
+    return _write_atomically(root, write)
+
+
+def _check_rows(table: pa.Table, vectors: np.ndarray) -> None:
     if table.num_rows != len(vectors):
         raise VerificationFailed(f"{table.num_rows} chunks but {len(vectors)} vectors")
+
+
+def _write_atomically(root: Path, write: Callable[[Path], None]) -> Path:
+    """Run `write` in a temporary directory and rename it into place only once it is complete."""
     segment_id = f"{time.strftime('%Y%m%dT%H%M%S')}-{uuid.uuid4().hex[:8]}"
     tmp = root / f"{TMP_PREFIX}{segment_id}"
     tmp.mkdir(parents=True)
     try:
-        _write_segment_files(tmp, spec, table, vectors, config, build_threads)
+        write(tmp)
         final = root / segment_id
         os.replace(tmp, final)
         return final
@@ -144,32 +194,50 @@ def build_segment(root: Path, spec: SegmentSpec, table: pa.Table, vectors: np.nd
         raise
 
 
-def _write_segment_files(directory: Path, spec: SegmentSpec, table: pa.Table, vectors: np.ndarray,
-                         config: IndexConfig, build_threads: int | None = None) -> None:
+def _write_table_and_vectors(directory: Path, table: pa.Table, vectors: np.ndarray) -> None:
     pq.write_table(table, directory / CHUNKS)
     np.save(directory / VECTORS, np.ascontiguousarray(vectors, dtype=np.float32))
-    ids = np.arange(table.num_rows, dtype=np.int64)
-    backend = TIER_BACKEND[spec.tier]
-    if backend != "exact" and table.num_rows:
-        index = make_vector_index(backend, spec.dim, **_index_params(backend, config, build_threads))
-        index.add(vectors, ids)
-        index.save(directory / VECTOR_DIR)
+
+
+def _write_rows(directory: Path, table: pa.Table, vectors: np.ndarray) -> None:
+    """The chunk table, the vectors and a BM25 index of just these rows."""
+    _write_table_and_vectors(directory, table, vectors)
     bm25 = BM25Index()
-    bm25.add(_bm25_texts(table), ids)
+    bm25.add(_bm25_texts(table), np.arange(table.num_rows, dtype=np.int64))
     bm25.save(directory / BM25_DIR)
+
+
+def _write_manifest(directory: Path, spec: SegmentSpec, table: pa.Table, extra: dict,
+                    checksummed: Sequence[str]) -> None:
     documents = sorted(set(zip(table.column("document_id").to_pylist(), table.column("version").to_pylist())))
     manifest = {
         "tenant_id": spec.tenant_id,
         "tier": spec.tier,
-        "backend": backend,
         "model_id": spec.model_id,
         "dim": spec.dim,
         "chunks": table.num_rows,
         "documents": [{"document_id": d, "version": v} for d, v in documents],
-        "checksums": {name: file_sha256(directory / name) for name in (CHUNKS, VECTORS)},
+        "checksums": {name: file_sha256(directory / name) for name in checksummed},
         "created_at": time.time(),
+        **extra,
     }
     (directory / MANIFEST).write_text(json.dumps(manifest, indent=1))
+
+
+def read_manifest(directory: Path) -> dict:
+    return json.loads((Path(directory) / MANIFEST).read_text())
+
+
+def stack_of(root: Path, segment_id: str) -> list[str]:
+    """The segment ids a pointer to `segment_id` needs on disk: its base first, then itself."""
+    manifest = read_manifest(Path(root) / segment_id)
+    return [manifest["base"], segment_id] if manifest.get("kind") == KIND_DELTA else [segment_id]
+
+
+def segment_total_rows(directory: Path) -> int:
+    """Rows a pointer to this segment serves, counting a delta's base."""
+    manifest = read_manifest(directory)
+    return int(manifest["chunks"]) + int(manifest.get("base_rows", 0))
 
 
 def _bm25_texts(table: pa.Table) -> list[str]:
@@ -179,12 +247,11 @@ def _bm25_texts(table: pa.Table) -> list[str]:
     return [f"{h}\n{t}" for h, t in zip(headers, texts)]
 
 
-class Partition:
-    """A loaded, read-only segment: the chunk table, vectors, the ANN index and BM25."""
+class Segment:
+    """One loaded segment directory: its chunk table, vectors, exact index, ANN index (if any), BM25."""
 
     def __init__(self, directory: Path):
         self.directory = Path(directory)
-        self.segment_id = self.directory.name
         self.manifest = json.loads((self.directory / MANIFEST).read_text())
         self.table = pq.read_table(self.directory / CHUNKS)
         self.vectors = np.load(self.directory / VECTORS, mmap_mode="r")
@@ -194,8 +261,54 @@ class Partition:
         vector_dir = self.directory / VECTOR_DIR
         self.ann: VectorIndex | None = load_vector_index(vector_dir) if vector_dir.exists() else None
         self.bm25 = BM25Index.load(self.directory / BM25_DIR)
+
+    def __len__(self) -> int:
+        return self.table.num_rows
+
+    @property
+    def is_delta(self) -> bool:
+        return self.manifest.get("kind") == KIND_DELTA
+
+
+class Partition:
+    """What a tenant's published pointer names, loaded: one base segment, or a delta stacked on one.
+
+    Row ids run across the stack (base rows first, then the delta's), so callers see one chunk table,
+    one exact index, one ANN leg (the base's graph plus an exact scan of the delta) and one BM25 index.
+    `loaded` offers segments already in memory (the previous pointer's), so publishing a delta reuses
+    the loaded base instead of reading its index again.
+    """
+
+    def __init__(self, directory: Path, loaded: Mapping[Path, Segment] | None = None):
+        loaded = loaded or {}
+        top = loaded.get(Path(directory)) or Segment(directory)
+        if top.is_delta:
+            base_dir = top.directory.parent / top.manifest["base"]
+            self.segments = [loaded.get(base_dir) or Segment(base_dir), top]
+        else:
+            self.segments = [top]
+        self.directory = top.directory
+        self.segment_id = self.directory.name
+        self.manifest = top.manifest
+        self.table = pa.concat_tables([s.table for s in self.segments]) if top.is_delta else top.table
+        self._offsets = np.cumsum([0] + [len(s) for s in self.segments])
+        self.exact, self.ann, self.bm25 = self._search_legs()
         self._rows_by_version = self._group_rows()
         self._columns = {name: self.table.column(name).to_pylist() for name in self.table.column_names}
+
+    def _search_legs(self) -> tuple[VectorIndex, VectorIndex | None, BM25Index]:
+        if len(self.segments) == 1:
+            only = self.segments[0]
+            return only.exact, only.ann, only.bm25
+        base, delta = self.segments
+        exact = LayeredVectorIndex(self._layers([base.exact, delta.exact]), base.exact.dim)
+        # The delta is small and has no graph: the ANN leg scans it exactly beside the base's graph.
+        ann = None if base.ann is None else LayeredVectorIndex(self._layers([base.ann, delta.exact]), base.ann.dim)
+        return exact, ann, delta.bm25  # a delta's BM25 index already spans its base (build_delta_segment)
+
+    def _layers(self, indexes: list) -> list[Layer]:
+        return [Layer(index, int(self._offsets[i]), len(segment))
+                for i, (index, segment) in enumerate(zip(indexes, self.segments))]
 
     def __len__(self) -> int:
         return self.table.num_rows
@@ -203,6 +316,22 @@ class Partition:
     @property
     def tier(self) -> str:
         return self.manifest["tier"]
+
+    @property
+    def tombstones(self) -> int:
+        """Base rows no longer live (superseded or withdrawn), waiting for compaction."""
+        return int(self.manifest.get("tombstones", 0))
+
+    def vectors_at(self, rows: Sequence[int] | np.ndarray) -> np.ndarray:
+        """The stored (normalised) float32 vectors of these partition rows, in order."""
+        rows = np.asarray(rows, dtype=np.int64)
+        out = np.empty((len(rows), self.manifest["dim"]), dtype=np.float32)
+        layer_of = np.searchsorted(self._offsets, rows, side="right") - 1
+        for i, segment in enumerate(self.segments):
+            mask = layer_of == i
+            if mask.any():
+                out[mask] = segment.vectors[rows[mask] - self._offsets[i]]
+        return out
 
     def _group_rows(self) -> dict[tuple[str, int], np.ndarray]:
         documents = self.table.column("document_id").to_numpy(zero_copy_only=False)
@@ -230,12 +359,15 @@ class Partition:
 
 
 def verify_segment(directory: Path, expected_rows: int, probe_rows: Sequence[int]) -> Partition:
-    """Pre-publish checks: counts, checksums, and that known chunks are found by both legs."""
+    """Pre-publish checks: counts, checksums, and that known chunks are found by both legs.
+
+    For a delta the checks cover the delta's own files; its base was verified when it was published.
+    """
     partition = Partition(directory)
-    manifest = partition.manifest
-    if len(partition) != expected_rows or manifest["chunks"] != expected_rows:
+    top = partition.segments[-1]
+    if len(partition) != expected_rows or partition.manifest["chunks"] != len(top):
         raise VerificationFailed(f"segment has {len(partition)} rows, expected {expected_rows}")
-    for name, digest in manifest["checksums"].items():
+    for name, digest in partition.manifest["checksums"].items():
         if file_sha256(directory / name) != digest:
             raise VerificationFailed(f"checksum mismatch for {name}")
     for row in probe_rows:
@@ -245,7 +377,7 @@ def verify_segment(directory: Path, expected_rows: int, probe_rows: Sequence[int
 
 def _probe_vector(partition: Partition, row: int) -> None:
     index = partition.ann or partition.exact
-    query = np.asarray(partition.vectors[row : row + 1], dtype=np.float32)
+    query = partition.vectors_at([row])
     # A probe checks that the index holds and returns this chunk, not recall at the serving budget.
     _, ids = index.search(query, PROBE_TOP_K, ef_search=PROBE_EF_SEARCH)
     if row not in ids[0].tolist():
@@ -253,11 +385,14 @@ def _probe_vector(partition: Partition, row: int) -> None:
 
 
 def prune_segments(root: Path, keep: set[str]) -> None:
-    """Delete segments no pointer names any more, and leftovers of crashed builds."""
+    """Delete segments no pointer names any more (keeping the bases the kept deltas stack on), and
+    leftovers of crashed builds."""
     if not root.exists():
         return
+    needed = {needed for segment_id in keep if (root / segment_id / MANIFEST).exists()
+              for needed in stack_of(root, segment_id)}
     for path in root.iterdir():
-        if path.is_dir() and path.name not in keep:
+        if path.is_dir() and path.name not in needed:
             shutil.rmtree(path, ignore_errors=True)
 
 

@@ -29,14 +29,19 @@ from citadel.config import CitadelConfig, IndexConfig
 from citadel.embedding.base import Embedder
 from citadel.errors import CitadelError
 from citadel.faults import BEFORE_PUBLISH, fault_point
+from citadel.compaction import plan_publish, read_stack
 from citadel.partition import (
     CHUNKS,
+    KIND_BASE,
+    KIND_DELTA,
     VECTORS,
     Partition,
     SegmentSpec,
+    build_delta_segment,
     build_segment,
     choose_tier,
     prune_segments,
+    stack_of,
     verify_segment,
 )
 from citadel.sources import TENANT_WIDE_GROUP, AclSpec, DocumentSource, FileOutcome
@@ -280,7 +285,10 @@ def plan_build_groups(chunk_counts: Mapping[str, int], config: IndexConfig, pack
 # ------------------------------------------------------------------------------------------ build
 @dataclass(frozen=True)
 class BuiltSegment:
-    """A complete, not yet published segment, and the published segment it was built on."""
+    """A complete, not yet published segment, and the published segment it was built on.
+
+    `rows` and `first_new_row` count across the stack: a delta's rows follow its base's.
+    """
 
     tenant_id: str
     path: Path
@@ -289,6 +297,8 @@ class BuiltSegment:
     first_new_row: int
     based_on: str | None
     seconds: float
+    kind: str = KIND_BASE
+    rebuild_reason: str | None = None  # why a base was (re)built instead of a delta
 
     @property
     def segment_id(self) -> str:
@@ -303,14 +313,13 @@ def live_versions(catalog: Catalog, tenant_id: str, replaced: set[str]) -> dict[
 
 def kept_rows(root: Path, previous: str | None,
               live: Mapping[str, int]) -> tuple[pa.Table | None, np.ndarray | None]:
-    """Rows of the current segment that stay: the live versions of documents not being replaced.
-
-    Building the new segment from them is also the compaction: superseded and withdrawn rows go.
-    """
+    """Rows of the published stack (base, then delta) that stay: the live versions of documents not
+    being replaced. Building a base from them is the compaction: superseded and withdrawn rows go."""
     if previous is None:
         return None, None
-    table = pq.read_table(root / previous / CHUNKS)
-    vectors = np.load(root / previous / VECTORS)
+    stack = stack_of(root, previous)
+    table = pa.concat_tables([pq.read_table(root / s / CHUNKS) for s in stack])
+    vectors = np.concatenate([np.load(root / s / VECTORS) for s in stack])
     keep = [row for row, (doc, ver) in enumerate(zip(table.column("document_id").to_pylist(),
                                                      table.column("version").to_pylist()))
             if live.get(doc) == ver]
@@ -321,29 +330,43 @@ def kept_rows(root: Path, previous: str | None,
 
 def build_tenant_segment(partitions_dir: Path, tenant_id: str, new_table: pa.Table, new_vectors: np.ndarray,
                          previous: str | None, live: Mapping[str, int], index_config: IndexConfig,
-                         model_id: str, dim: int, build_threads: int | None = None) -> BuiltSegment:
-    """Write the tenant's next segment (kept rows, then the new ones) beside the published one."""
+                         model_id: str, dim: int, build_threads: int | None = None,
+                         force_rebuild: bool = False) -> BuiltSegment:
+    """Write the tenant's next segment beside the published one: a delta over the published base when
+    the compaction policy allows it (citadel.compaction), else a new base of the kept and new rows."""
     started = time.perf_counter()
     root = Path(partitions_dir) / tenant_id
-    kept_table, kept_vectors = kept_rows(root, previous, live)
     new_vectors = np.asarray(new_vectors, dtype=np.float32)
-    if kept_table is not None:
-        table = pa.concat_tables([kept_table, new_table.cast(kept_table.schema)])
-        vectors = np.concatenate([kept_vectors, new_vectors])
-    else:
-        table, vectors = new_table, new_vectors
-    tier = choose_tier(tenant_id, table.num_rows, index_config)
-    spec = SegmentSpec(tenant_id, tier, model_id, dim)
+    stack = read_stack(root, previous)
+    plan = plan_publish(stack, live, new_table.num_rows, tenant_id, model_id, index_config, force_rebuild)
+    spec = SegmentSpec(tenant_id, plan.tier, model_id, dim)
+    if plan.rebuild_reason is None:
+        table, vectors = _with_new_rows(plan.kept_delta_table, plan.kept_delta_vectors, new_table, new_vectors)
+        path = build_delta_segment(root, spec, stack.base_id, stack.base_rows, plan.tombstones, table, vectors)
+        rows = stack.base_rows + table.num_rows
+        return BuiltSegment(tenant_id, path, plan.tier, rows, rows - new_table.num_rows, previous,
+                            time.perf_counter() - started, KIND_DELTA)
+    kept_table, kept_vectors = kept_rows(root, previous, live)
+    table, vectors = _with_new_rows(kept_table, kept_vectors, new_table, new_vectors)
     path = build_segment(root, spec, table, vectors, index_config, build_threads=build_threads)
-    return BuiltSegment(tenant_id, path, tier, table.num_rows, table.num_rows - new_table.num_rows, previous,
-                        time.perf_counter() - started)
+    return BuiltSegment(tenant_id, path, plan.tier, table.num_rows, table.num_rows - new_table.num_rows, previous,
+                        time.perf_counter() - started, KIND_BASE, plan.rebuild_reason)
+
+
+def _with_new_rows(kept_table: pa.Table | None, kept_vectors: np.ndarray | None, new_table: pa.Table,
+                   new_vectors: np.ndarray) -> tuple[pa.Table, np.ndarray]:
+    if kept_table is None:
+        return new_table, new_vectors
+    return (pa.concat_tables([kept_table, new_table.cast(kept_table.schema)]),
+            np.concatenate([np.asarray(kept_vectors, dtype=np.float32), new_vectors]))
 
 
 def probe_rows(built: BuiltSegment) -> list[int]:
-    """A few of the new rows, spread out: each must be found by its own vector before publishing."""
-    new_rows = built.rows - built.first_new_row
-    step = max(1, new_rows // PROBES_PER_SEGMENT)
-    return list(range(built.first_new_row, built.rows, step))[:PROBES_PER_SEGMENT]
+    """A few of the new rows, spread out: each must be found by its own vector before publishing.
+    A compaction adds no rows, so it probes rows of the whole segment instead."""
+    first = built.first_new_row if built.first_new_row < built.rows else 0
+    step = max(1, (built.rows - first) // PROBES_PER_SEGMENT)
+    return list(range(first, built.rows, step))[:PROBES_PER_SEGMENT]
 
 
 def verify_built(built: BuiltSegment) -> Partition:

@@ -33,7 +33,7 @@ from citadel.catalog.base import Catalog
 from citadel.config import CitadelConfig
 from citadel.embedding.factory import embedder_identity
 from citadel.ingestion import JobReport
-from citadel.partition import MANIFEST
+from citadel.partition import MANIFEST, segment_total_rows
 from citadel.sources import AclSpec, FileOutcome
 from citadel.errors import CitadelError
 from citadel.stages import (
@@ -80,6 +80,8 @@ class TenantResult:
     rows: int = 0
     new_chunks: int = 0
     build_s: float = 0.0
+    segment_kind: str | None = None  # delta (incremental) or base (a rebuild)
+    rebuild_reason: str | None = None
     code: str | None = None
     reason: str | None = None
 
@@ -332,8 +334,8 @@ class RayIngestPipeline:
         """Rows the previous segment holds (an upper bound of what the new one keeps)."""
         if build.previous is None:
             return 0
-        manifest = self._config.partitions_dir / build.tenant_id / build.previous / MANIFEST
-        return int(json.loads(manifest.read_text())["chunks"]) if manifest.exists() else 0
+        directory = self._config.partitions_dir / build.tenant_id / build.previous
+        return segment_total_rows(directory) if (directory / MANIFEST).exists() else 0
 
     def _launch_builds(self, groups: list[list[str]], builds: dict[str, TenantBuild]) -> list:
         task = ray.remote(build_tenant_group).options(num_cpus=self._settings.build_cpus)
@@ -345,7 +347,8 @@ class RayIngestPipeline:
             return TenantResult(result.tenant_id, FAILED, code=result.code, reason=result.reason)
         documents = staged_documents[result.tenant_id][0]
         tenant = TenantResult(result.tenant_id, FAILED, result.segment_id, result.tier, result.rows,
-                              result.rows - result.first_new_row, result.seconds)
+                              result.rows - result.first_new_row, result.seconds, result.kind,
+                              result.rebuild_reason)
         try:
             with tenant_lock(self._config.partitions_dir, result.tenant_id):
                 partition = verify_built(result)

@@ -164,5 +164,5 @@ def cosine_scores(partition: Partition, passages: Sequence[Passage], query_vecto
     rows = [rows_by_chunk[p.chunk_id] for p in passages if p.chunk_id in rows_by_chunk]
     if not rows:
         return []
-    vectors = np.asarray(partition.vectors[np.asarray(rows)], dtype=np.float32)
+    vectors = partition.vectors_at(rows)
     return [float(s) for s in vectors @ np.asarray(query_vector, dtype=np.float32).reshape(-1)]

@@ -194,6 +194,22 @@ def withdraw(
     print(json.dumps({"tenant_id": tenant, "document_id": doc, "status": "withdrawn"}))
 
 
+@app.command()
+def compact(tenant: str = typer.Option(..., "--tenant"), config: Optional[Path] = ConfigOption) -> None:
+    """Rebuild a tenant's base segment now, folding in its delta and dropping superseded and withdrawn
+    rows (publishes do this by themselves past the thresholds in `index.*`)."""
+    from citadel.errors import NotFound
+
+    runtime = Runtime(config_path=config)
+    try:
+        report = runtime.ingestor().compact(tenant)
+    except NotFound as error:
+        _fail(str(error))
+    data = report.to_dict()
+    print(json.dumps({key: data[key] for key in ("job_id", "tenant_id", "status", "segment_id", "tier",
+                                                 "partition_chunks", "seconds")}))
+
+
 @acl_app.command("set")
 def acl_set(
     tenant: str = typer.Option(..., "--tenant"),

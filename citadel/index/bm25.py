@@ -17,6 +17,7 @@ integer field (stored, indexed, fast) holding the chunk's row id.  `add_integer_
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 import tempfile
@@ -90,13 +91,35 @@ class BM25Index:
     def add(self, texts: list[str], ids: np.ndarray) -> None:
         if self._index is not None:
             raise RuntimeError("BM25Index.add is called once per build")
-        row_ids = np.asarray(ids, dtype=np.int64).ravel()
-        if len(texts) != row_ids.size:
-            raise ValueError(f"{len(texts)} texts but {row_ids.size} ids")
+        if len(texts) != np.asarray(ids).size:
+            raise ValueError(f"{len(texts)} texts but {np.asarray(ids).size} ids")
         build_dir = Path(tempfile.mkdtemp(prefix="citadel-bm25-", dir=self.build_root))
         self._directory, self._owns_directory = build_dir, True
         self._cleanup = weakref.finalize(self, shutil.rmtree, str(build_dir), True)
-        index = tantivy.Index(self._schema, path=str(build_dir))
+        self._write(tantivy.Index(self._schema, path=str(build_dir)), texts, ids)
+
+    @classmethod
+    def extending(cls, base: Path, texts: list[str], ids: np.ndarray, build_root: str | None = None) -> "BM25Index":
+        """A new index holding everything in the saved index `base` plus these rows, leaving `base`
+        as it is. Term statistics then cover both, so scores stay comparable across old and new rows.
+
+        tantivy files are write-once (a commit writes new segment files and replaces meta.json by
+        rename), so the base's files are hard-linked, not copied: the cost is the new rows.
+        """
+        meta = json.loads((Path(base) / META_FILE).read_text())
+        index = cls(**meta["params"], build_root=build_root)
+        build_dir = Path(tempfile.mkdtemp(prefix="citadel-bm25-", dir=build_root))
+        index._directory, index._owns_directory = build_dir, True
+        index._cleanup = weakref.finalize(index, shutil.rmtree, str(build_dir), True)
+        cls._copy_index_files(Path(base) / TANTIVY_SUBDIR, build_dir)
+        tantivy_index = tantivy.Index.open(str(build_dir))
+        index._write(tantivy_index, texts, ids)
+        return index
+
+    def _write(self, index: tantivy.Index, texts: list[str], ids: np.ndarray) -> None:
+        row_ids = np.asarray(ids, dtype=np.int64).ravel()
+        if len(texts) != row_ids.size:
+            raise ValueError(f"{len(texts)} texts but {row_ids.size} ids")
         writer = index.writer(heap_size=self.writer_heap_bytes, num_threads=self.writer_threads)
         for text, row in zip(texts, row_ids.tolist()):
             writer.add_document(tantivy.Document(**{TEXT_FIELD: text or "", ROW_FIELD: row}))
@@ -182,9 +205,18 @@ class BM25Index:
 
     @staticmethod
     def _copy_index_files(source: Path, target: Path) -> None:
+        """Segment files are hard-linked where the filesystem allows (tantivy writes them once and never
+        changes them); its JSON bookkeeping (meta.json, .managed.json) is small and always copied."""
         for path in source.iterdir():
-            if path.is_file() and not path.name.startswith(LOCK_FILE_PREFIX):
-                shutil.copy2(path, target / path.name)
+            if not path.is_file() or path.name.startswith(LOCK_FILE_PREFIX):
+                continue
+            if path.suffix != ".json":
+                try:
+                    os.link(path, target / path.name)
+                    continue
+                except OSError:
+                    pass
+            shutil.copy2(path, target / path.name)
 
     @classmethod
     def load(cls, directory: Path) -> "BM25Index":

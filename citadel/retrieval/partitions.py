@@ -7,7 +7,7 @@ from collections import OrderedDict
 from pathlib import Path
 
 from citadel.catalog.base import Catalog
-from citadel.partition import Partition
+from citadel.partition import Partition, Segment
 
 
 class PartitionCache:
@@ -28,13 +28,19 @@ class PartitionCache:
             if key in self._loaded:
                 self._loaded.move_to_end(key)
                 return self._loaded[key]
-        partition = Partition(self._root / tenant_id / segment_id)
+        partition = Partition(self._root / tenant_id / segment_id, loaded=self._loaded_segments(tenant_id))
         with self._lock:
             self._loaded[key] = partition
             self._evict_stale(tenant_id, segment_id)
             while len(self._loaded) > self._capacity:
                 self._loaded.popitem(last=False)
         return partition
+
+    def _loaded_segments(self, tenant_id: str) -> dict[Path, Segment]:
+        """The tenant's segments already in memory: a new delta over the same base reuses the base."""
+        with self._lock:
+            partitions = [p for key, p in self._loaded.items() if key[0] == tenant_id]
+        return {segment.directory: segment for p in partitions for segment in p.segments}
 
     def evict(self, tenant_id: str) -> int:
         """Forget every loaded segment of a tenant (a multiplexing LRU let it go). Safe to call

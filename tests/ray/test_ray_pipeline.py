@@ -84,6 +84,19 @@ def test_rerun_is_idempotent(ray_runtime, tmp_path):
     ids = _segment(ray_runtime, "t")[0].column("chunk_id").to_pylist()
     assert len(ids) == len(set(ids)) == 6
 
+    # An incremental job publishes a delta over that base: one new version, one new document.
+    ray_runtime.config.index.delta_min_base_rows = 0
+    ray_runtime.config.index.delta_max_fraction = 1.0
+    (docs / "policy-0.md").write_text(GOOD.replace("25 days", "33 days"))
+    (docs / "policy-9.md").write_text(GOOD.replace("Leave policy", "Sabbatical policy").replace("25 days", "90 days"))
+    third = run_pipeline(ray_runtime, records_from_paths("t", [docs]), acl).to_dict()
+    assert [(t["segment_kind"], t["new_chunks"], t["rows"]) for t in third["tenant_results"]] == [("delta", 2, 8)]
+    partition = ray_runtime.partitions.get("t")
+    assert partition.segments[0].directory.name == segment and partition.tombstones == 1
+    texts = [p.text for p in ray_runtime.retriever.retrieve(STAFF, "annual leave", top_k=10).passages]
+    assert any("33 days" in t for t in texts) and any("90 days" in t for t in texts)
+    assert not any("20 days" in t for t in texts)  # policy-0's superseded version
+
 
 def test_manifest_tenants_land_in_every_tier_with_fp16_embeddings(ray_runtime, tmp_path):
     from citadel.synth import SynthSpec, generate

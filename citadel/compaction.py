@@ -1,0 +1,109 @@
+"""Delta or rebuild: where a tenant's next publish goes (DESIGN.md §3).
+
+An incremental publish writes a small delta segment over the published base: the rows added since
+the base was built, plus tombstones for the base rows no longer live. That costs the rows since the
+base, not the tenant. Compaction rebuilds the base from the live rows when the delta or the
+tombstones grow past their thresholds (a large delta is scanned exactly on every query; tombstones
+waste memory and make every search filtered), when the tier or the embedding model changes, or when
+the tenant is small enough that a rebuild costs seconds anyway.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Mapping
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from citadel.config import IndexConfig
+from citadel.partition import CHUNKS, KIND_DELTA, VECTORS, choose_tier, read_manifest
+
+# Why a publish rebuilds the base instead of writing a delta (None: it writes a delta).
+FIRST_BUILD = "first_build"
+FORCED = "forced"
+SMALL_BASE = "small_base"
+MODEL_CHANGE = "model_change"
+TIER_CHANGE = "tier_change"
+TOMBSTONES = "tombstones"
+DELTA_FULL = "delta_full"
+
+
+@dataclass(frozen=True)
+class PublishedStack:
+    """What the published pointer serves, read cheaply: the base's identity and the (document, version)
+    of each base row, and the delta's own rows (small by construction)."""
+
+    base_id: str
+    base_rows: int
+    base_tier: str
+    base_model: str
+    base_documents: list[str]
+    base_versions: list[int]
+    delta_table: pa.Table | None
+    delta_vectors: np.ndarray | None
+
+
+def read_stack(root: Path, published: str | None) -> PublishedStack | None:
+    if published is None:
+        return None
+    top = read_manifest(root / published)
+    base_id = top["base"] if top.get("kind") == KIND_DELTA else published
+    base = read_manifest(root / base_id)
+    keys = pq.read_table(root / base_id / CHUNKS, columns=["document_id", "version"])
+    delta_table = delta_vectors = None
+    if base_id != published:
+        delta_table = pq.read_table(root / published / CHUNKS)
+        delta_vectors = np.load(root / published / VECTORS)
+    return PublishedStack(base_id, keys.num_rows, base["tier"], base["model_id"],
+                          keys.column("document_id").to_pylist(), keys.column("version").to_pylist(),
+                          delta_table, delta_vectors)
+
+
+def _live_mask(documents: list[str], versions: list[int], live: Mapping[str, int]) -> np.ndarray:
+    return np.fromiter((live.get(d) == v for d, v in zip(documents, versions)), dtype=bool, count=len(documents))
+
+
+@dataclass(frozen=True)
+class PublishPlan:
+    rebuild_reason: str | None  # None: write a delta over the published base
+    tier: str
+    tombstones: np.ndarray  # base rows no longer live (a delta records them)
+    kept_delta_table: pa.Table | None
+    kept_delta_vectors: np.ndarray | None
+
+
+def plan_publish(stack: PublishedStack | None, live: Mapping[str, int], new_rows: int, tenant_id: str,
+                 model_id: str, config: IndexConfig, force_rebuild: bool = False) -> PublishPlan:
+    """Decide delta or rebuild for a publish adding `new_rows` rows and keeping the `live` versions."""
+    if stack is None:
+        return PublishPlan(FIRST_BUILD, choose_tier(tenant_id, new_rows, config), np.zeros(0, np.int64), None, None)
+    base_live = _live_mask(stack.base_documents, stack.base_versions, live)
+    tombstones = np.flatnonzero(~base_live).astype(np.int64)
+    kept_table = kept_vectors = None
+    if stack.delta_table is not None:
+        delta_live = _live_mask(stack.delta_table.column("document_id").to_pylist(),
+                                stack.delta_table.column("version").to_pylist(), live)
+        kept_table, kept_vectors = stack.delta_table.filter(pa.array(delta_live)), stack.delta_vectors[delta_live]
+    delta_rows = new_rows + (kept_table.num_rows if kept_table is not None else 0)
+    live_base_rows = int(base_live.sum())
+    tier = choose_tier(tenant_id, live_base_rows + delta_rows, config)
+    reason = _rebuild_reason(stack, tier, len(tombstones), live_base_rows, delta_rows, model_id, config,
+                             force_rebuild)
+    return PublishPlan(reason, tier, tombstones, kept_table, kept_vectors)
+
+
+def _rebuild_reason(stack: PublishedStack, tier: str, tombstones: int, live_base_rows: int, delta_rows: int,
+                    model_id: str, config: IndexConfig, force_rebuild: bool) -> str | None:
+    delta_limit = min(config.delta_max_rows, config.delta_max_fraction * live_base_rows)
+    checks = (
+        (force_rebuild, FORCED),
+        (stack.base_rows < config.delta_min_base_rows, SMALL_BASE),
+        (stack.base_model != model_id, MODEL_CHANGE),
+        (tier != stack.base_tier, TIER_CHANGE),
+        (tombstones > config.tombstone_max_fraction * stack.base_rows, TOMBSTONES),
+        (delta_rows > delta_limit, DELTA_FULL),
+    )
+    return next((reason for failed, reason in checks if failed), None)
