@@ -12,6 +12,7 @@ paragraphs flagged) by `benchmarks/eval_injection.py`.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Protocol, TypeVar
@@ -28,6 +29,7 @@ SHARED_RULES = (
     "secret_request", "secret_request_multilingual", "user_data_probe", "obfuscated_request",
     "encoded_sequence", "code_insertion", "many_shot_transcript", "dictated_answer",
     "hidden_comment_instruction", "bribe_or_threat", "data_dump", "framed_personal_data",
+    "prompt_template_slot", "letter_substitution", "counterfactual_value",
 )
 
 # Weighted jailbreak cues (see injection.CUE_WEIGHTS) that flag a passage: at 3, 3 of the 15,590
@@ -85,7 +87,8 @@ PLANTED_RULES = compile_all({
         r"|\byour new (name|role|persona|identity|instructions?|task) (is|are)\b"
         r"|\bpretend (to be|you are) an? \w+ (ai|assistant|bot|model)\b"
         # None of the 15,590 handbook paragraphs says this to its reader.
-        r"|\byou('re| are) now (a|an|the|called|named|known as)\s+\S"
+        r"|\byou('re| are) now (a|an|the|called|named|known as)\s+\S|\byou('re| are) now [\"']\w"
+        r"|\bfrom now on,? you only\b"
         r"|\byou('re| are) (going|about) to (act|pretend|play|simulate|emulate|roleplay)\b"
         rf"|\b(act|behave) (as|like) (an?|the) (\w+ ){{0,2}}({_AI}|character)\b",
         "you're", "you are", "from now on", "your new", "pretend", "act as", "act like", "behave as", "behave like",
@@ -117,6 +120,13 @@ PLANTED_RULES = compile_all({
         "can you", "could you", "would you", "will you", "help me", "show me", "tell me", "give me", "you to",
     ),
     "new_task": r"\b(your|the) (new|real|actual|updated|true) (task|instructions?|objective|goal|purpose) (is|are)\b",
+    # A user setting up a chatbot ("I will give you a topic", "your task is to", "you will now act"):
+    # a handbook talks to its reader about work, not about the conversation itself.
+    "prompt_to_chatbot": with_needles(
+        r"\bi (will|'ll) (give|provide|ask|send|tell) you\b|\byour (task|job|goal|role|mission) (is|will be) to\b"
+        r"|\byou will (now )?(act|play|pretend|simulate|emulate|reply|output)\b",
+        "i will", "i'll", "your task", "your job", "your goal", "your role", "your mission", "you will",
+    ),
 })
 
 
@@ -124,8 +134,17 @@ PLANTED_RULES = compile_all({
 # handbook paragraph says any of these).
 _CASE_SENSITIVE = {
     name: injection.CASE_SENSITIVE_RULES[name] for name in ("jailbreak_name", "persona_switch", "user_data_probe")
-}
-_SHARED = {name: injection.STRONG_RULES[name] for name in SHARED_RULES}
+} | compile_all({
+    # A persona named by an acronym or an upper-case name: "You are NRW, which stands for ...",
+    # "Transform into CODEMASTER, an AI coding expert". Only in documents: a question may set up a
+    # harmless character this way.
+    "named_persona": (
+        r"\b(?i:you are|you're|transform into|become|act as|i am) [\"']?[A-Z][A-Z0-9-]{2,}[\"']?,? (?i:which stands for"
+        r"|an? ([\w-]+ ){0,2}(ai|chatbot|bot|language model|artificial intelligence)\b)"
+    ),
+}, flags=re.MULTILINE)
+# Plus the rules that are only cues in a question: role-play framing has no place in a handbook.
+_SHARED = {name: injection.STRONG_RULES[name] for name in SHARED_RULES} | injection.ROLE_PLAY_RULES
 
 
 def flag_planted_instructions(text: str, cue_threshold: int = DEFAULT_PLANTED_CUE_THRESHOLD) -> str | None:
@@ -139,6 +158,8 @@ def flag_planted_instructions(text: str, cue_threshold: int = DEFAULT_PLANTED_CU
     )
     if rule is None and injection.encoded_payload(raw):
         rule = "encoded_payload"
+    if rule is None and injection.shifted_cipher(raw):
+        rule = "shifted_cipher"
     if rule is None and injection.token_flood(normalised):
         rule = "token_flood"
     if rule is None and injection.cue_score(injection.jailbreak_cues(raw)) >= cue_threshold:
