@@ -67,3 +67,19 @@ def test_unknown_document_is_a_clear_error(cli):
     result = cli("withdraw", "--tenant", "acme", "--doc", "missing")
     assert result.exit_code == 2
     assert "no document" in result.output
+
+
+def test_compact_drops_withdrawn_rows_and_refuses_an_empty_tenant(cli, tmp_path):
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "hotel.md").write_text(DOC)
+    (docs / "taxi.md").write_text(DOC.replace("Hotel", "Taxi").replace("hotel", "taxi"))
+    assert cli("ingest", "--tenant", "acme", "--groups", "staff", str(docs)).exit_code == 0
+    assert cli("withdraw", "--tenant", "acme", "--doc", "taxi").exit_code == 0
+    result = cli("compact", "--tenant", "acme")
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.stdout)
+    assert report["status"] == "succeeded" and report["partition_chunks"] == 1  # the taxi row is gone
+
+    result = cli("compact", "--tenant", "nobody")
+    assert result.exit_code == 2 and "nothing published" in result.output
