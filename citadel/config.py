@@ -85,6 +85,15 @@ class RetrievalConfig(_Section):
         1.0, description="Weight of the vector leg in fusion (the BM25 leg has weight 1); tune on train data."
     )
     max_chunks_per_document: int = Field(2, description="Cap of chunks per document after fusion.")
+    focus_window: int = Field(
+        10, ge=1, description="The top of the fused ranking that decides whether one document is the focus."
+    )
+    focus_share: float = Field(
+        0.6, gt=0, le=1.0,
+        description="A document holding at least this share of the fused score in the focus window is the "
+        "question's focus and is exempt from the per-document cap (e.g. a statement table deep in a 10-K); "
+        "1.0 turns the exemption off unless one document fills the window.",
+    )
 
 
 class IngestConfig(_Section):

@@ -19,7 +19,7 @@ from typing import Sequence
 
 import numpy as np
 
-from citadel.answer.text import content_terms, term_set
+from citadel.answer.text import content_terms, document_name, term_set
 from citadel.partition import Partition, SegmentCache
 from citadel.types import Passage
 
@@ -104,8 +104,9 @@ class GateDecision:
 
 
 def passage_terms(passage: Passage) -> set[str]:
-    """What a passage covers: its text plus its title and heading (the context it was embedded with)."""
-    return term_set(f"{passage.title}\n{passage.heading}\n{passage.text}")
+    """What a passage covers: its text plus its heading and its document's name (title and file
+    name; the title and heading are the context it was embedded with)."""
+    return term_set(f"{document_name(passage.title, passage.source)}\n{passage.heading}\n{passage.text}")
 
 
 def weighted_coverage(question_terms: set[str], covered: set[str], idf: TermIdf) -> float:

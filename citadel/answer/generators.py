@@ -23,7 +23,7 @@ from typing import Protocol, Sequence, runtime_checkable
 
 from citadel.answer.expand import Source
 from citadel.answer.prompt import build_messages
-from citadel.answer.text import content_terms, sentence_pieces
+from citadel.answer.text import content_terms, document_name, sentence_pieces
 from citadel.errors import CitadelError
 
 # Each step down the source ranking discounts a sentence's score by this much (relative), so the
@@ -75,8 +75,12 @@ class Evidence:
 
 
 def section_title_terms(source: Source) -> frozenset[str]:
-    """Terms of the source's own section title (the last heading in its path)."""
-    return frozenset(content_terms(source.passage.heading.rsplit(HEADING_SEPARATOR, 1)[-1]))
+    """Terms of the source's own section title (the last heading in its path) and of its
+    document's name (title and file name: a page of Adobe's 10-K is about Adobe though it never
+    says so)."""
+    passage = source.passage
+    return frozenset(content_terms(f"{passage.heading.rsplit(HEADING_SEPARATOR, 1)[-1]}\n"
+                                   f"{document_name(passage.title, passage.source)}"))
 
 
 def candidate_sentences(sources: Sequence[Source]) -> list[Evidence]:

@@ -14,7 +14,7 @@ import time
 import uuid
 from collections import OrderedDict
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Iterator, Sequence
 
 import numpy as np
@@ -22,10 +22,10 @@ import numpy as np
 from citadel.answer.conflicts import Conflict, detect_conflicts
 from citadel.answer.expand import ExpansionBudget, SectionExpander, Source, layout_of
 from citadel.answer.gate import (NO_ELIGIBLE_SOURCE, ConfidenceGate, GateDecision, GateThresholds, cosine_scores,
-                                 term_idf, weighted_coverage)
+                                 passage_terms, term_idf, weighted_coverage)
 from citadel.answer.generators import ExtractiveGenerator, Generator, make_generator
 from citadel.answer.prompt import PROMPT_VERSION
-from citadel.answer.text import content_terms, term_set
+from citadel.answer.text import content_terms, decompound, spell_out_shorthand, term_set
 from citadel.answer.validator import AnswerValidator, ValidatedAnswer, renumber_markers
 from citadel.catalog.base import Catalog
 from citadel.partition import Partition
@@ -187,14 +187,17 @@ class AnswerService:
             response = AnswerResponse(request_id, refusal[0], True, refusal[1], [], [])
             return self._finish(principal, question, response, timer, {"router": True})
         degraded: list[str] = []
-        passages, dropped = self._candidates(principal, question, request_id, timer, degraded)
+        query = self.search_query(principal.tenant_id, question)
+        passages, dropped = self._candidates(principal, query, request_id, timer, degraded)
         with timer.stage("rerank"):
             passages, reranked = self._rerank(question, passages, degraded)
         partition = self.partitions.get(principal.tenant_id)
         with timer.stage("gate"):
-            decision = self._gate(question, passages, partition, reranked)
+            decision = self._gate(query, passages, partition, reranked)
         log_extra: dict[str, Any] = {"dropped_passages": dropped, "gate": decision.to_dict(),
                                      "reranker": self.reranker.model_id}
+        if query != question:
+            log_extra["search_query"] = query
         if not decision.passed:
             response = AnswerResponse(request_id, REFUSAL_REPLIES[decision.reason], True, decision.reason,
                                       degraded, [], passages=passages, gate=decision)
@@ -202,10 +205,10 @@ class AnswerService:
         with timer.stage("expand"):
             sources = self.expander.expand(passages, partition)
         with timer.stage("generate"):
-            draft, model_id = self._generate(question, sources, degraded)
+            draft, model_id = self._generate(query, sources, degraded)
         with timer.stage("validate"):
-            validated = self.validator.validate(question, draft, sources)
-            conflicts = self._topical_conflicts(question, sources, partition, principal.tenant_id)
+            validated = self.validator.validate(query, draft, sources)
+            conflicts = self._topical_conflicts(query, sources, partition, principal.tenant_id)
             answer, citations, conflict_dicts = compose(validated, sources, conflicts)
         response = AnswerResponse(request_id, answer, False, None, degraded, citations, conflict_dicts,
                                   passages=passages, gate=decision)
@@ -214,6 +217,18 @@ class AnswerService:
         return self._finish(principal, question, response, timer, log_extra)
 
     # ------------------------------------------------------------------ stages
+    def search_query(self, tenant_id: str, question: str) -> str:
+        """The question in the words the tenant's documents use: period shorthand spelled out
+        ("Q2 of FY2024" → "second quarter of fiscal 2024") and closed compounds the documents only
+        write as two words split ("cashflow" → "cash flow"). Retrieval, the gate and the generator
+        all read this text, so they agree on its terms; the answer log keeps the question."""
+        query = spell_out_shorthand(question)
+        partition = self.partitions.get(tenant_id)
+        if partition is None:
+            return query
+        idf = term_idf(partition)
+        return decompound(query, lambda term: term in idf.idf)
+
     def _route(self, question: str):
         if self.router is None:
             return None
@@ -254,6 +269,7 @@ class AnswerService:
 
     def _gate(self, question: str, passages: list[Passage], partition: Partition | None,
               reranked: bool) -> GateDecision:
+        """`question`: the search query (its vector is the one the retriever remembered)."""
         if not passages or partition is None:
             return GateDecision(False, NO_ELIGIBLE_SOURCE)
         top = passages[: self.gate.thresholds.passages]
@@ -331,8 +347,8 @@ def compose(validated: ValidatedAnswer, sources: Sequence[Source],
 
 
 def source_terms(source: Source) -> set[str]:
-    """Terms of an expanded source with its title and heading, as the gate reads a passage."""
-    return term_set(f"{source.passage.title}\n{source.passage.heading}\n{source.text}")
+    """Terms of an expanded source with its heading and document name, as the gate reads a passage."""
+    return passage_terms(replace(source.passage, text=source.text))
 
 
 def _source_log(source: Source) -> dict:

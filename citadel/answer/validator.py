@@ -19,7 +19,7 @@ from typing import Sequence
 
 from citadel.answer.expand import Source
 from citadel.answer.generators import select_evidence
-from citadel.answer.text import LIST_BULLET, content_terms, term_set
+from citadel.answer.text import LIST_BULLET, content_terms, document_name, term_set
 
 MARKER = re.compile(r"\[(\d+(?:\s*[,;]\s*\d+)*)\]")
 # Small models write "source 2" or "[Source 2]" instead of "[2]"; read those as markers, or their
@@ -86,7 +86,8 @@ class AnswerValidator:
 
     def validate(self, question: str, answer: str, sources: Sequence[Source]) -> ValidatedAnswer:
         by_number = {s.number: s for s in sources}
-        source_terms = {s.number: term_set(f"{s.passage.title}\n{s.passage.heading}\n{s.text}") for s in sources}
+        source_terms = {s.number: term_set(f"{document_name(s.passage.title, s.passage.source)}\n"
+                                           f"{s.passage.heading}\n{s.text}") for s in sources}
         result = ValidatedAnswer("", [])
         kept: list[str] = []
         seen_bodies: set[str] = set()

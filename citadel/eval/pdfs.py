@@ -5,8 +5,9 @@ section per page, so every chunk carries its 1-based page). Each of the 13 quest
 `questions_for_sample_pdfs.json` is asked through `AnswerService.ask`; a question is a hit when one of
 the answer's citations is the evidence document at the evidence page. The file gives ZERO-based page
 indexes and Citadel's pages are 1-based, so the evidence page is `page_index_zero_based + 1`.
-The report also says, per question, whether the evidence page was among the passages the gate saw,
-so a miss can be told apart: retrieval never found the page, or the answer cited another page.
+The report also says, per question, whether (and at which rank) the evidence page was among the
+passages the gate saw, and the gate's coverage, so a miss can be told apart: retrieval never found the
+page, the gate refused, or the answer cited another page.
 """
 
 from __future__ import annotations
@@ -68,13 +69,16 @@ def evaluate(runtime, questions: list[dict[str, Any]], tenant: str = DEFAULT_TEN
         seconds = time.perf_counter() - began
         cited = [(c["document_id"], c.get("page")) for c in response.citations]
         seen = [(p.document_id, p.page) for p in response.passages]
+        ranks = [rank for rank, s in enumerate(seen, start=1) if s in evidence]
         rows.append({
             "id": question["id"],
             "question": question["question"],
             "evidence_pages": [f"{d} p.{p}" for d, p in sorted(evidence)],
             "cited_pages": [f"{d} p.{p}" for d, p in cited],
             "hit": any(c in evidence for c in cited),
-            "evidence_retrieved": any(s in evidence for s in seen),
+            "evidence_retrieved": bool(ranks),
+            "evidence_rank": ranks[0] if ranks else None,  # 1-based among the passages the gate saw
+            "gate_coverage": None if response.gate is None else round(response.gate.coverage, 3),
             "right_document_cited": any(d == question["document_id"] for d, _ in cited),
             "refused": response.refused,
             "reason": response.reason,
@@ -107,6 +111,9 @@ def format_table(report: dict[str, Any]) -> str:
              f"{report['right_document_cited']}, refused: {report['refused']})"]
     for row in report["rows"]:
         mark = "HIT " if row["hit"] else "miss"
+        seen = f"evidence at passage {row['evidence_rank']}" if row.get("evidence_rank") else "evidence not retrieved"
+        refused = f" [refused: {row['reason']}]" if row["refused"] else ""
         lines.append(f"{mark} {row['id']}: evidence {', '.join(row['evidence_pages'])}; cited "
-                     f"{', '.join(row['cited_pages']) or '-'}" + (f" [refused: {row['reason']}]" if row["refused"] else ""))
+                     f"{', '.join(row['cited_pages']) or '-'}{refused} "
+                     f"({seen}, gate coverage {row.get('gate_coverage')})")
     return "\n".join(lines)

@@ -20,7 +20,7 @@ from citadel.config import RetrievalConfig, IndexConfig
 from citadel.embedding.base import Embedder
 from citadel.index.hnsw import ef_for_selectivity
 from citadel.partition import Partition
-from citadel.retrieval.fusion import cap_per_document, reciprocal_rank_fusion
+from citadel.retrieval.fusion import cap_with_focus, reciprocal_rank_fusion
 from citadel.retrieval.partitions import PartitionCache
 from citadel.tracing import emit_span
 from citadel.types import Passage, Principal
@@ -78,8 +78,8 @@ class Retriever:
         degraded: list[str] = []
         candidates = self.legs(partition, query, allowed, plan, degraded, timings)
         fused = self.fuse(candidates)
-        capped = cap_per_document(fused, partition.document_of,
-                                  self._config.max_chunks_per_document)
+        capped = cap_with_focus(fused, partition.document_of, self._config.max_chunks_per_document,
+                                self._config.focus_window, self._config.focus_share)
         started = time.perf_counter()
         passages = self._live_checked(principal, partition, capped, top_k)
         timings["recheck_ms"] = _ms_since(started)

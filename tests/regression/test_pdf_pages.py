@@ -14,14 +14,27 @@ import pytest
 from citadel.eval import pdfs
 
 # The issue's goal is 12 of 13. Measured here (MiniLM, hybrid retrieval, no reranker, extractive
-# generator, default gate): 2 of 13 cite the evidence page, and the evidence page is among the
-# passages the gate sees for 5 of 13. Most questions are refused by the confidence gate (analytical
-# wording such as "FY2022", "improving", "useful metric" never occurs in the filings), the cap of two
-# chunks per document keeps most pages of a 100-page 10-K out of the candidates, and the extractive
-# generator quotes the sentence with the most question terms, not the statement table the answer is
-# in. These floors guard against regressions from the measured state; raise them as those change.
-MIN_PAGE_HITS = 2
-MIN_EVIDENCE_RETRIEVED = 5
+# generator, default gate), first 2 of 13 with the evidence page retrieved for 5 and 10 refusals; the
+# causes and what answered them:
+# - question shorthand ("FY2022", "Q2", "4Q", "%") never occurs in filings, which write "fiscal 2022",
+#   "second quarter", "percent": terms and the search query now spell it out, and closed compounds the
+#   filings only write as two words are split against the tenant's vocabulary ("cashflow");
+# - two chunks per document kept most pages of a 100-page 10-K out: the cap now relaxes for the
+#   document that holds most of the fused ranking's top;
+# - the extractive generator quoted the sentence with the most question terms, and PDF tables came
+#   out as run-on "sentences" glued to the next caption: a table is now one piece with its caption
+#   and headers, and a page counts its document's name (title, file name) as covered.
+# Now 6 of 13 cite the evidence page, the page is retrieved for 11, and 2 are refused. The misses:
+# two analytical questions the gate still refuses ("improving operating margin profile ... explain
+# why"; a multi-sentence EBITDA-margin calculation: most of their weight is wording no filing uses),
+# two where the cited page answers a neighbouring reading (operating cash flow in the MD&A instead of
+# the cash flow statement; the quarter's EBITDA reconciliation instead of the year's), one whose
+# answer ("top line" → "comparable sales growth ... Entertainment") shares no words with the
+# question, and two whose evidence page is not retrieved at all (a balance sheet ranked past 50 in
+# both legs; a question that names no company). These floors guard the measured state.
+MIN_PAGE_HITS = 6
+MIN_EVIDENCE_RETRIEVED = 11
+MAX_REFUSED = 2
 GOAL_PAGE_HITS = 12
 
 
@@ -64,5 +77,6 @@ def test_answers_cite_the_evidence_page(pdf_report):
     assert pdf_report["build"]["failed"] == 0
     assert pdf_report["page_hits"] >= MIN_PAGE_HITS, pdfs.format_table(pdf_report)
     assert pdf_report["evidence_retrieved"] >= MIN_EVIDENCE_RETRIEVED, pdfs.format_table(pdf_report)
+    assert pdf_report["refused"] <= MAX_REFUSED, pdfs.format_table(pdf_report)
     if pdf_report["page_hits"] < GOAL_PAGE_HITS:
         print(f"page citations below the issue's goal: {pdf_report['page_hits']}/13 < {GOAL_PAGE_HITS}/13")

@@ -15,10 +15,12 @@ from citadel.answer.expand import ExpansionBudget, SectionExpander, Source, sect
 from citadel.answer.gate import (LOW_COVERAGE, NO_ELIGIBLE_SOURCE, ConfidenceGate, GateThresholds,
                                  compute_term_idf, term_idf)
 from citadel.answer.generators import ExtractiveGenerator
+from citadel.answer.text import content_terms, decompound, sentence_pieces, spell_out_shorthand, stem
 from citadel.answer.prompt import build_messages, escape_fences
 from citadel.answer.validator import AnswerValidator, renumber_markers
 from citadel.catalog.base import DocumentRecord
 from citadel.ingestion import AclSpec, discover
+from citadel.retrieval.fusion import cap_with_focus, focused_document
 from citadel.types import Passage, Principal
 
 STAFF = Principal("t", "u1", frozenset({"staff"}))
@@ -105,6 +107,30 @@ def answer_runtime(make_runtime, tmp_path):
     return build
 
 
+# ----------------------------------------------------------------------------- terms
+
+
+def test_period_shorthand_reads_as_the_words_filings_use():
+    assert content_terms("Q2 of FY2024") == content_terms("second quarter of fiscal 2024")
+    assert content_terms("FY22") == content_terms("fiscal 2022") == content_terms("FY 2022")
+    assert content_terms("Amcor 4Q 2023") == content_terms("Amcor fourth quarter 2023")
+    assert content_terms("BESTBUY_2024Q2_10Q") == content_terms("bestbuy second quarter 2024 10q")
+    assert content_terms("SG&A as a % of sales") == content_terms("SG&A as a percentage of sales")
+    for word in ("q5", "10q", "fy2", "sha256", "2024", "quarterly"):
+        assert content_terms(word) == [stem(word)], word
+    assert (spell_out_shorthand("Any drop between FY 2023 and Q2 of FY2024?")
+            == "Any drop between fiscal 2023 and second quarter of fiscal 2024?")
+
+
+def test_closed_compounds_are_split_only_against_the_corpus_vocabulary():
+    vocabulary = {stem(w) for w in ("cash", "flow", "pass", "costs", "market", "share", "shareholder")}
+    known = vocabulary.__contains__
+    assert decompound("Free Cashflow conversion", known) == "Free cash flow conversion"
+    assert decompound("passthrough costs", known) == "pass through costs"  # "through" is a stopword
+    assert decompound("shareholders", known) == "shareholders"  # the corpus knows the word whole
+    assert decompound("kayak cryptocurrency", known) == "kayak cryptocurrency"  # neither part known
+
+
 # ----------------------------------------------------------------------------- gate
 
 IDF = compute_term_idf([
@@ -151,6 +177,19 @@ def test_gate_score_thresholds():
     assert gate.check(paraphrase, passages, IDF, vector_scores=[0.7]).passed
     strict = ConfidenceGate(GateThresholds(min_rerank_score=0.0))
     assert not strict.check(question, passages, IDF, rerank_score=-2.0).passed
+
+
+def test_gate_reads_period_shorthand_and_the_document_name():
+    idf = compute_term_idf(["operating income 6,098", "revenue fiscal 2022", "second quarter stores",
+                            "adobe creative cloud", "travel approval"])
+    statement = Passage("t:a:v1:0054", "CONSOLIDATED STATEMENTS OF INCOME\nOperating income  6,098  5,802",
+                        "a", "ADBE 10-K FY22", 1, "ADBE 10-K FY22", 54, "filings/ADOBE_2022_10K.pdf", 1.0)
+    decision = ConfidenceGate().check("What was Adobe's operating income in FY2022?", [statement], idf)
+    assert decision.passed and decision.coverage == pytest.approx(1.0), decision.missing_terms
+    # Without a file name that names it, the page does not say whose statement it is.
+    anonymous = Passage(**{**statement.__dict__, "source": "filings/index.pdf"})
+    decision = ConfidenceGate().check("What was Adobe's operating income in FY2022?", [anonymous], idf)
+    assert decision.missing_terms == ["adob"] and decision.coverage < 0.9
 
 
 def test_gate_refuses_a_question_of_only_stopwords():
@@ -233,6 +272,57 @@ def test_extractive_generator_quotes_list_items_and_ignores_link_slugs():
                       "Tell your supervisor the same day. [1]")
 
 
+STATEMENT_PAGE = """ADOBE INC.
+CONSOLIDATED STATEMENTS OF INCOME
+(In millions)
+ Years Ended
+December 2,
+2022
+December 3,
+2021
+Total revenue  17,606  15,785
+Operating income  6,098  5,802
+Net income $ 4,756 $ 4,822
+See accompanying Notes to Consolidated Financial Statements.
+Segment revenue by category was as follows:
+Digital Media  12,842  11,520
+Digital Experience  4,422  3,867
+"""
+
+
+def test_a_pdf_table_is_one_piece_with_its_caption_and_headers():
+    pieces = [text for text, _ in sentence_pieces(STATEMENT_PAGE)]
+    assert pieces[0].startswith("CONSOLIDATED STATEMENTS OF INCOME (In millions) Years Ended December 2, 2022")
+    assert pieces[0].endswith("Net income $ 4,756 $ 4,822")
+    assert pieces[1] == "See accompanying Notes to Consolidated Financial Statements."
+    # The caption ending with ":" starts the next table instead of trailing the previous one.
+    assert pieces[2] == ("Segment revenue by category was as follows: Digital Media  12,842  11,520 "
+                         "Digital Experience  4,422  3,867")
+    pdf_bullets = "Notable changes were as follows:\n· Gaming grew 9.0% on new titles.\n"
+    bullets = [text for text, item in sentence_pieces(pdf_bullets) if item]
+    assert bullets == ["Gaming grew 9.0% on new titles."]
+
+
+def test_extractive_generator_quotes_the_statement_table():
+    prose = source(1, "Operating income grew as revenue increased across the company.")
+    table = source(2, STATEMENT_PAGE)
+    answer = ExtractiveGenerator(max_sentences=1).generate("What was the operating income and net income in FY2022?",
+                                                           [prose, table])
+    assert "Operating income  6,098  5,802 Net income $ 4,756 $ 4,822 [2]" in answer
+
+
+def test_extractive_generator_prefers_the_document_the_question_names():
+    other = Source(1, Passage("t:amcor:v1:0005", "x", "amcor", "Amcor 4Q 2023 Exhibit 99.1", 1, "Amcor 4Q 2023",
+                              5, "AMCOR_2023Q4_EARNINGS.pdf", 1.0),
+                   "Adjusted Free Cash Flow for fiscal 2023 was $848 million.", 12)
+    named = Source(2, Passage("t:adobe:v1:0040", "x", "adobe", "ADBE 10-K FY22", 1, "ADBE 10-K FY22", 40,
+                              "ADOBE_2022_10K.pdf", 1.0),
+                   "Cash flows from operations of $7.84 billion during fiscal 2022 increased by $608 million.", 14)
+    answer = ExtractiveGenerator(max_sentences=1).generate("Did Adobe's free cash flow improve in FY2022?",
+                                                           [other, named])
+    assert answer.endswith("[2]"), answer
+
+
 # ----------------------------------------------------------------------------- validator
 
 SOURCES = [source(1, "Travel needs approval from your manager. Book at https://travel.example.org within 14 days."),
@@ -310,6 +400,30 @@ def test_conflicts_are_detected_not_resolved():
     unrelated = {"travel": record("travel", "Travel policy", "2024-01-01"),
                  "travel-2023": record("travel-2023", "Laptop policy", "2023-01-01")}
     assert detect_conflicts(effective, unrelated) == []
+
+
+# ----------------------------------------------------------------------------- retrieval focus
+
+
+FOCUS = {"window": 10, "share": 0.6}  # the RetrievalConfig defaults
+
+
+def test_the_per_document_cap_relaxes_for_the_document_the_ranking_is_about():
+    documents = {**{i: "10k" for i in range(9)}, 9: "memo", 10: "memo", 11: "memo", 12: "note"}
+    ranked = [(i, 1.0 / (60 + rank)) for rank, i in enumerate([0, 1, 2, 9, 3, 4, 5, 6, 7, 8, 10, 11, 12], start=1)]
+    assert focused_document(ranked, documents.__getitem__, **FOCUS) == "10k"
+    kept = [i for i, _ in cap_with_focus(ranked, documents.__getitem__, cap=2, **FOCUS)]
+    assert kept == [0, 1, 2, 9, 3, 4, 5, 6, 7, 8, 10, 12]  # every 10-K chunk; the memo still capped at 2
+    assert [i for i, _ in cap_with_focus(ranked, documents.__getitem__, cap=2, focus_cap=4, **FOCUS)] == [0, 1, 2, 9, 3, 10, 12]
+    # No document holds most of the top: the plain cap.
+    mixed = {i: f"d{i % 3}" for i in range(12)}
+    ranked = [(i, 1.0 / (60 + i)) for i in range(12)]
+    assert focused_document(ranked, mixed.__getitem__, **FOCUS) is None
+    assert [i for i, _ in cap_with_focus(ranked, mixed.__getitem__, cap=2, **FOCUS)] == [0, 1, 2, 3, 4, 5]
+    # share 1.0: only a document filling the whole window is a focus (the memo sits in the 10-K's top ten).
+    ranked = [(i, 1.0 / (60 + rank)) for rank, i in enumerate([0, 1, 2, 9, 3, 4, 5, 6, 7, 8], start=1)]
+    assert focused_document(ranked, documents.__getitem__, window=10, share=1.0) is None
+    assert focused_document(ranked, documents.__getitem__, window=3, share=1.0) == "10k"
 
 
 # ----------------------------------------------------------------------------- the service
@@ -440,6 +554,19 @@ def test_answer_log_keeps_question_passages_versions_model_and_prompt(answer_run
     assert logged["passages"] and all({"chunk_id", "document_id", "version"} <= set(p) for p in logged["passages"])
     assert logged["citations"] == answered.citations
     assert entries[refused.request_id]["response"]["reason"] == "low_coverage"
+
+
+def test_the_search_query_spells_out_shorthand_and_splits_compounds(answer_runtime):
+    runtime = answer_runtime()
+    service = runtime.answer_service
+    # "perdiem" is not in the corpus, "diem" is ("per" is a stopword); "FY2024" reads as fiscal 2024.
+    assert service.search_query("t", "What is the perdiem for meals in FY2024?") == \
+        "What is the per diem for meals in fiscal 2024?"
+    response = service.ask(STAFF, "What is the perdiem for meals?")
+    assert not response.refused and "$75 per day" in response.answer
+    [entry] = [e for e in _answer_log(runtime) if e["request_id"] == response.request_id]
+    assert entry["question"] == "What is the perdiem for meals?"
+    assert entry["response"]["search_query"] == "What is the per diem for meals?"
 
 
 def test_answer_log_retention_purges_old_entries(answer_runtime):
