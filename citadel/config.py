@@ -156,6 +156,11 @@ class AnswerConfig(_Section):
     answer_log_retention_days: float = Field(
         30.0, description="Answer-log entries older than this are purged (checked at most hourly)."
     )
+    screen_cache_chunks: int = Field(
+        100_000, ge=0,
+        description="Chunks whose planted-instruction verdict is remembered (a chunk's text never changes, "
+        "and screening one costs ~1.5 ms of regex); 0 screens every time.",
+    )
 
 
 class IngestPipelineConfig(_Section):

@@ -15,7 +15,7 @@ from citadel.answer.service import QueryVectorMemo, build_answer_service
 from citadel.catalog.sqlite import SQLiteCatalog
 from citadel.config import CitadelConfig
 from citadel.guardrails import Router
-from citadel.guardrails.planted import passage_has_planted_instructions
+from citadel.guardrails.planted import PlantedScreen
 from citadel.identity import Authenticator
 from citadel.rerank.backends import NoRerank, make_reranker
 from citadel.resilience.guards import (GuardedCatalog, GuardedEmbedder, GuardedReranker, ResilientGenerator)
@@ -87,7 +87,7 @@ def build_gateway(config: CitadelConfig, stages: Stages | None = None, clock: Ca
     retriever = stages.retriever or FaultyRetriever(
         Retriever(catalog, partitions, memo, config.retrieval, config.index), resilience.guard("retriever"))
     answers = build_answer_service(config, catalog, partitions, embedder, router=stages.router or Router(),
-                                   passage_filter=passage_has_planted_instructions, retriever=retriever,
+                                   passage_filter=PlantedScreen(config.answer.screen_cache_chunks), retriever=retriever,
                                    reranker=_reranker(config, stages, resilience),
                                    generator=_generator(config, stages, resilience), memo=memo)
     authenticator = Authenticator.from_config(config) if clock is None else Authenticator.from_config(config, clock)

@@ -248,8 +248,9 @@ class AnswerService:
         if self.passage_filter is None:
             return list(result.passages), []
         kept, dropped = [], []
-        for passage in result.passages:
-            (dropped if self.passage_filter(passage) else kept).append(passage)
+        with timer.stage("screen"):
+            for passage in result.passages:
+                (dropped if self.passage_filter(passage) else kept).append(passage)
         return kept, [p.chunk_id for p in dropped]
 
     def _rerank(self, question: str, passages: list[Passage], degraded: list[str]) -> tuple[list[Passage], bool]:

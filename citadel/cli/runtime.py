@@ -40,10 +40,10 @@ class Runtime:
     def answer_service(self):
         from citadel.answer.service import build_answer_service
         from citadel.guardrails import Router
-        from citadel.guardrails.planted import passage_has_planted_instructions
+        from citadel.guardrails.planted import PlantedScreen
 
-        return build_answer_service(self.config, self.catalog, self.partitions, self.embedder,
-                                    router=Router(), passage_filter=passage_has_planted_instructions)
+        return build_answer_service(self.config, self.catalog, self.partitions, self.embedder, router=Router(),
+                                    passage_filter=PlantedScreen(self.config.answer.screen_cache_chunks))
 
     def ingestor(self, progress=None):
         from citadel.ingestion import Ingestor

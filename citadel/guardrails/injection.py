@@ -251,7 +251,8 @@ STRONG_RULES = compile_all({
     ),
     # A message written in Morse code, binary or hex bytes.
     "encoded_sequence": (
-        r"(?<![.\-])[.\-]{1,6}(?:\s+/?\s*[.\-]{1,6}){8,}"    # Morse code
+        # Morse code: both symbols (a run of dashes alone is an empty table or a list of blanks).
+        r"(?<![.\-])(?=[\-\s/]*\.)(?=[.\s/]*\-)[.\-]{1,6}(?:\s+/?\s*[.\-]{1,6}){8,}"
         r"|\b[01]{8}(?:\s+[01]{8}){5,}\b"                  # binary bytes
         r"|\b[0-9a-f]{2}(?:\s[0-9a-f]{2}){11,}\b"          # hex bytes
     ),

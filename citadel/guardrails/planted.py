@@ -13,7 +13,9 @@ paragraphs flagged) by `benchmarks/eval_injection.py`.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Sequence
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Protocol, TypeVar
 
@@ -203,3 +205,29 @@ def flag_all(texts: Sequence[str]) -> list[str | None]:
 def passage_has_planted_instructions(passage) -> bool:
     """The answer pipeline's passage filter: drop a retrieved passage that carries instructions."""
     return flag_planted_instructions(passage.text) is not None
+
+
+class PlantedScreen:
+    """`passage_has_planted_instructions` with each chunk's verdict remembered (LRU). A chunk id names
+    one document version, whose text never changes, so a verdict stays true; the text's hash is part
+    of the key anyway, so a reused id with other text is screened afresh."""
+
+    def __init__(self, capacity: int, screen: Callable[[object], bool] = passage_has_planted_instructions):
+        self._capacity = capacity
+        self._screen = screen
+        self._verdicts: OrderedDict[tuple[str, int], bool] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def __call__(self, passage) -> bool:
+        key = (passage.chunk_id, hash(passage.text))
+        with self._lock:
+            if key in self._verdicts:
+                self._verdicts.move_to_end(key)
+                return self._verdicts[key]
+        verdict = self._screen(passage)
+        if self._capacity:
+            with self._lock:
+                self._verdicts[key] = verdict
+                while len(self._verdicts) > self._capacity:
+                    self._verdicts.popitem(last=False)
+        return verdict
