@@ -261,6 +261,10 @@ class Segment:
         vector_dir = self.directory / VECTOR_DIR
         self.ann: VectorIndex | None = load_vector_index(vector_dir) if vector_dir.exists() else None
         self.bm25 = BM25Index.load(self.directory / BM25_DIR)
+        # Python-side row lookups, built once per segment: a delta published over a loaded base
+        # reuses the base's (they cost seconds at a million rows).
+        self.columns = {name: self.table.column(name).to_pylist() for name in self.table.column_names}
+        self.rows_by_version = _group_rows(self.columns["document_id"], self.columns["version"])
 
     def __len__(self) -> int:
         return self.table.num_rows
@@ -268,6 +272,13 @@ class Segment:
     @property
     def is_delta(self) -> bool:
         return self.manifest.get("kind") == KIND_DELTA
+
+
+def _group_rows(documents: list[str], versions: list[int]) -> dict[tuple[str, int], np.ndarray]:
+    groups: dict[tuple[str, int], list[int]] = {}
+    for row, key in enumerate(zip(documents, versions)):
+        groups.setdefault(key, []).append(row)
+    return {key: np.asarray(rows, dtype=np.int64) for key, rows in groups.items()}
 
 
 class Partition:
@@ -293,8 +304,6 @@ class Partition:
         self.table = pa.concat_tables([s.table for s in self.segments]) if top.is_delta else top.table
         self._offsets = np.cumsum([0] + [len(s) for s in self.segments])
         self.exact, self.ann, self.bm25 = self._search_legs()
-        self._rows_by_version = self._group_rows()
-        self._columns = {name: self.table.column(name).to_pylist() for name in self.table.column_names}
 
     def _search_legs(self) -> tuple[VectorIndex, VectorIndex | None, BM25Index]:
         if len(self.segments) == 1:
@@ -333,29 +342,33 @@ class Partition:
                 out[mask] = segment.vectors[rows[mask] - self._offsets[i]]
         return out
 
-    def _group_rows(self) -> dict[tuple[str, int], np.ndarray]:
-        documents = self.table.column("document_id").to_numpy(zero_copy_only=False)
-        versions = self.table.column("version").to_numpy()
-        groups: dict[tuple[str, int], list[int]] = {}
-        for row, key in enumerate(zip(documents.tolist(), versions.tolist())):
-            groups.setdefault(key, []).append(row)
-        return {key: np.asarray(rows, dtype=np.int64) for key, rows in groups.items()}
+    def _locate(self, row_id: int) -> tuple[Segment, int]:
+        """The segment holding a partition row, and the row's number within it."""
+        if len(self.segments) == 1:
+            return self.segments[0], row_id
+        layer = int(np.searchsorted(self._offsets, row_id, side="right")) - 1
+        return self.segments[layer], row_id - int(self._offsets[layer])
 
     def rows_for(self, versions: dict[str, int]) -> np.ndarray:
         """Sorted row ids of exactly these document versions (the readable set)."""
-        parts = [self._rows_by_version[key] for key in versions.items() if key in self._rows_by_version]
+        parts = [segment.rows_by_version[key] + int(offset)
+                 for segment, offset in zip(self.segments, self._offsets)
+                 for key in versions.items() if key in segment.rows_by_version]
         if not parts:
             return np.zeros(0, dtype=np.int64)
         return np.sort(np.concatenate(parts))
 
     def document_of(self, row_id: int) -> str:
-        return self._columns["document_id"][row_id]
+        segment, row = self._locate(row_id)
+        return segment.columns["document_id"][row]
 
     def row(self, row_id: int) -> dict:
-        return {name: values[row_id] for name, values in self._columns.items()}
+        segment, row = self._locate(row_id)
+        return {name: values[row] for name, values in segment.columns.items()}
 
     def chunk_text_for_bm25(self, row_id: int) -> str:
-        return f"{self._columns['context_header'][row_id]}\n{self._columns['text'][row_id]}"
+        segment, row = self._locate(row_id)
+        return f"{segment.columns['context_header'][row]}\n{segment.columns['text'][row]}"
 
 
 def verify_segment(directory: Path, expected_rows: int, probe_rows: Sequence[int]) -> Partition:
