@@ -62,7 +62,8 @@ def read_stack(root: Path, published: str | None) -> PublishedStack | None:
                           delta_table, delta_vectors)
 
 
-def _live_mask(documents: list[str], versions: list[int], live: Mapping[str, int]) -> np.ndarray:
+def live_mask(documents: list[str], versions: list[int], live: Mapping[str, int]) -> np.ndarray:
+    """Which rows hold the live version of their document (`live`: document → published version)."""
     return np.fromiter((live.get(d) == v for d, v in zip(documents, versions)), dtype=bool, count=len(documents))
 
 
@@ -80,11 +81,11 @@ def plan_publish(stack: PublishedStack | None, live: Mapping[str, int], new_rows
     """Decide delta or rebuild for a publish adding `new_rows` rows and keeping the `live` versions."""
     if stack is None:
         return PublishPlan(FIRST_BUILD, choose_tier(tenant_id, new_rows, config), np.zeros(0, np.int64), None, None)
-    base_live = _live_mask(stack.base_documents, stack.base_versions, live)
+    base_live = live_mask(stack.base_documents, stack.base_versions, live)
     tombstones = np.flatnonzero(~base_live).astype(np.int64)
     kept_table = kept_vectors = None
     if stack.delta_table is not None:
-        delta_live = _live_mask(stack.delta_table.column("document_id").to_pylist(),
+        delta_live = live_mask(stack.delta_table.column("document_id").to_pylist(),
                                 stack.delta_table.column("version").to_pylist(), live)
         kept_table, kept_vectors = stack.delta_table.filter(pa.array(delta_live)), stack.delta_vectors[delta_live]
     delta_rows = new_rows + (kept_table.num_rows if kept_table is not None else 0)

@@ -252,7 +252,7 @@ class Segment:
 
     def __init__(self, directory: Path):
         self.directory = Path(directory)
-        self.manifest = json.loads((self.directory / MANIFEST).read_text())
+        self.manifest = read_manifest(self.directory)
         self.table = pq.read_table(self.directory / CHUNKS)
         self.vectors = np.load(self.directory / VECTORS, mmap_mode="r")
         self.exact = ExactIndex(self.manifest["dim"])

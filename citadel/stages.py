@@ -29,7 +29,7 @@ from citadel.config import CitadelConfig, IndexConfig
 from citadel.embedding.base import Embedder
 from citadel.errors import CitadelError
 from citadel.faults import BEFORE_PUBLISH, fault_point
-from citadel.compaction import plan_publish, read_stack
+from citadel.compaction import live_mask, plan_publish, read_stack
 from citadel.partition import (
     CHUNKS,
     KIND_BASE,
@@ -320,11 +320,7 @@ def kept_rows(root: Path, previous: str | None,
     stack = stack_of(root, previous)
     table = pa.concat_tables([pq.read_table(root / s / CHUNKS) for s in stack])
     vectors = np.concatenate([np.load(root / s / VECTORS) for s in stack])
-    keep = [row for row, (doc, ver) in enumerate(zip(table.column("document_id").to_pylist(),
-                                                     table.column("version").to_pylist()))
-            if live.get(doc) == ver]
-    mask = np.zeros(table.num_rows, dtype=bool)
-    mask[keep] = True
+    mask = live_mask(table.column("document_id").to_pylist(), table.column("version").to_pylist(), live)
     return table.filter(pa.array(mask)), vectors[mask]
 
 

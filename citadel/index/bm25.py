@@ -91,11 +91,7 @@ class BM25Index:
     def add(self, texts: list[str], ids: np.ndarray) -> None:
         if self._index is not None:
             raise RuntimeError("BM25Index.add is called once per build")
-        if len(texts) != np.asarray(ids).size:
-            raise ValueError(f"{len(texts)} texts but {np.asarray(ids).size} ids")
-        build_dir = Path(tempfile.mkdtemp(prefix="citadel-bm25-", dir=self.build_root))
-        self._directory, self._owns_directory = build_dir, True
-        self._cleanup = weakref.finalize(self, shutil.rmtree, str(build_dir), True)
+        build_dir = self._new_build_dir()
         self._write(tantivy.Index(self._schema, path=str(build_dir)), texts, ids)
 
     @classmethod
@@ -108,13 +104,17 @@ class BM25Index:
         """
         meta = json.loads((Path(base) / META_FILE).read_text())
         index = cls(**meta["params"], build_root=build_root)
-        build_dir = Path(tempfile.mkdtemp(prefix="citadel-bm25-", dir=build_root))
-        index._directory, index._owns_directory = build_dir, True
-        index._cleanup = weakref.finalize(index, shutil.rmtree, str(build_dir), True)
+        build_dir = index._new_build_dir()
         cls._copy_index_files(Path(base) / TANTIVY_SUBDIR, build_dir)
-        tantivy_index = tantivy.Index.open(str(build_dir))
-        index._write(tantivy_index, texts, ids)
+        index._write(tantivy.Index.open(str(build_dir)), texts, ids)
         return index
+
+    def _new_build_dir(self) -> Path:
+        """A private directory to build in, removed once `save` has copied it or when this object goes."""
+        build_dir = Path(tempfile.mkdtemp(prefix="citadel-bm25-", dir=self.build_root))
+        self._directory, self._owns_directory = build_dir, True
+        self._cleanup = weakref.finalize(self, shutil.rmtree, str(build_dir), True)
+        return build_dir
 
     def _write(self, index: tantivy.Index, texts: list[str], ids: np.ndarray) -> None:
         row_ids = np.asarray(ids, dtype=np.int64).ravel()

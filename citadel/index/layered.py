@@ -12,19 +12,16 @@ indexes with different term statistics do not compare, so a delta's BM25 index e
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Generic, TypeVar
 
 import numpy as np
 
 from citadel.index.base import VectorIndex
 from citadel.index.exact import PAD_ID, PAD_SCORE, as_allowed
 
-I = TypeVar("I")
-
 
 @dataclass(frozen=True)
-class Layer(Generic[I]):
-    index: I
+class Layer:
+    index: VectorIndex
     offset: int  # first partition row id this layer holds
     rows: int
 
@@ -39,36 +36,12 @@ class Layer(Generic[I]):
         return np.where(ids >= 0, ids + self.offset, PAD_ID)
 
 
-def _best_k(scores: list[np.ndarray], ids: list[np.ndarray], k: int) -> tuple[np.ndarray, np.ndarray]:
-    """Merge per-layer (q, k) results along the candidate axis and keep the k best of each row."""
-    all_scores = np.concatenate(scores, axis=-1)
-    all_ids = np.concatenate(ids, axis=-1)
-    order = np.argsort(-all_scores, axis=-1, kind="stable")[..., :k]
-    return (np.take_along_axis(all_scores, order, axis=-1).astype(np.float32),
-            np.take_along_axis(all_ids, order, axis=-1))
-
-
-def _search_layers(layers: list[Layer], shape: tuple[int, ...], k: int, allowed: np.ndarray | None,
-                   search) -> tuple[np.ndarray, np.ndarray]:
-    allowed = as_allowed(allowed)
-    scores = [np.full(shape, PAD_SCORE, dtype=np.float32)]
-    ids = [np.full(shape, PAD_ID, dtype=np.int64)]
-    for layer in layers:
-        local = layer.local_allowed(allowed)
-        if layer.rows == 0 or (local is not None and local.size == 0):
-            continue
-        layer_scores, layer_ids = search(layer.index, local)
-        scores.append(layer_scores)
-        ids.append(layer.to_partition_ids(layer_ids))
-    return _best_k(scores, ids, k)
-
-
 class LayeredVectorIndex:
     """Vector search over layers; each layer may be a different backend (ANN base, exact delta)."""
 
     kind = "layered"
 
-    def __init__(self, layers: list[Layer[VectorIndex]], dim: int):
+    def __init__(self, layers: list[Layer], dim: int):
         self.layers = layers
         self._dim = dim
 
@@ -81,6 +54,20 @@ class LayeredVectorIndex:
 
     def search(self, queries: np.ndarray, k: int, allowed: np.ndarray | None = None,
                ef_search: int | None = None) -> tuple[np.ndarray, np.ndarray]:
-        num_queries = 1 if np.ndim(queries) == 1 else len(queries)
-        return _search_layers(self.layers, (num_queries, k), k, allowed,
-                              lambda index, local: index.search(queries, k, allowed=local, ef_search=ef_search))
+        allowed = as_allowed(allowed)
+        shape = (1 if np.ndim(queries) == 1 else len(queries), k)
+        # Start from padding, so every row has k candidates even when no layer has any.
+        scores = [np.full(shape, PAD_SCORE, dtype=np.float32)]
+        ids = [np.full(shape, PAD_ID, dtype=np.int64)]
+        for layer in self.layers:
+            local = layer.local_allowed(allowed)
+            if layer.rows == 0 or (local is not None and local.size == 0):
+                continue
+            layer_scores, layer_ids = layer.index.search(queries, k, allowed=local, ef_search=ef_search)
+            scores.append(layer_scores)
+            ids.append(layer.to_partition_ids(layer_ids))
+        # Keep the k best of each row across the layers' candidates.
+        all_scores, all_ids = np.concatenate(scores, axis=1), np.concatenate(ids, axis=1)
+        order = np.argsort(-all_scores, axis=1, kind="stable")[:, :k]
+        return (np.take_along_axis(all_scores, order, axis=1).astype(np.float32),
+                np.take_along_axis(all_ids, order, axis=1))
