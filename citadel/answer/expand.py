@@ -11,9 +11,10 @@ total budget is spent. A section only appears once, under the number of its stro
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Sequence
 
+from citadel.answer.gate import passage_terms
 from citadel.chunking import TOKEN, count_tokens
 from citadel.partition import Partition, SegmentCache
 from citadel.types import Passage
@@ -43,6 +44,11 @@ class Source:
         p = self.passage
         return {"chunk_id": p.chunk_id, "document_id": p.document_id, "title": p.title,
                 "version": p.version, "heading": p.heading, "page": p.page, "source": p.source}
+
+
+def source_terms(source: Source) -> set[str]:
+    """Terms of an expanded source with its heading and document name, as the gate reads a passage."""
+    return passage_terms(replace(source.passage, text=source.text))
 
 
 class PartitionLayout:

@@ -14,18 +14,18 @@ import time
 import uuid
 from collections import OrderedDict
 from contextlib import contextmanager
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator, Sequence
 
 import numpy as np
 
 from citadel.answer.conflicts import Conflict, detect_conflicts
-from citadel.answer.expand import ExpansionBudget, SectionExpander, Source, layout_of
+from citadel.answer.expand import ExpansionBudget, SectionExpander, Source, layout_of, source_terms
 from citadel.answer.gate import (NO_ELIGIBLE_SOURCE, ConfidenceGate, GateDecision, GateThresholds, cosine_scores,
-                                 passage_terms, term_idf, weighted_coverage)
+                                 term_idf, weighted_coverage)
 from citadel.answer.generators import ExtractiveGenerator, Generator, make_generator
 from citadel.answer.prompt import PROMPT_VERSION
-from citadel.answer.text import content_terms, decompound, spell_out_shorthand, term_set
+from citadel.answer.text import content_terms, decompound, spell_out_shorthand
 from citadel.answer.validator import AnswerValidator, ValidatedAnswer, renumber_markers
 from citadel.catalog.base import Catalog
 from citadel.partition import Partition
@@ -187,11 +187,11 @@ class AnswerService:
             response = AnswerResponse(request_id, refusal[0], True, refusal[1], [], [])
             return self._finish(principal, question, response, timer, {"router": True})
         degraded: list[str] = []
-        query = self.search_query(principal.tenant_id, question)
+        partition = self.partitions.get(principal.tenant_id)
+        query = self.search_query(question, partition)
         passages, dropped = self._candidates(principal, query, request_id, timer, degraded)
         with timer.stage("rerank"):
             passages, reranked = self._rerank(question, passages, degraded)
-        partition = self.partitions.get(principal.tenant_id)
         with timer.stage("gate"):
             decision = self._gate(query, passages, partition, reranked)
         log_extra: dict[str, Any] = {"dropped_passages": dropped, "gate": decision.to_dict(),
@@ -217,13 +217,13 @@ class AnswerService:
         return self._finish(principal, question, response, timer, log_extra)
 
     # ------------------------------------------------------------------ stages
-    def search_query(self, tenant_id: str, question: str) -> str:
-        """The question in the words the tenant's documents use: period shorthand spelled out
-        ("Q2 of FY2024" → "second quarter of fiscal 2024") and closed compounds the documents only
+    @staticmethod
+    def search_query(question: str, partition: Partition | None) -> str:
+        """The question in the words the tenant's documents (`partition`) use: period shorthand spelled
+        out ("Q2 of FY2024" → "second quarter of fiscal 2024") and closed compounds the documents only
         write as two words split ("cashflow" → "cash flow"). Retrieval, the gate and the generator
         all read this text, so they agree on its terms; the answer log keeps the question."""
         query = spell_out_shorthand(question)
-        partition = self.partitions.get(tenant_id)
         if partition is None:
             return query
         idf = term_idf(partition)
@@ -345,11 +345,6 @@ def compose(validated: ValidatedAnswer, sources: Sequence[Source],
     citations = [by_number[n].citation() for n in used]
     conflict_dicts = [{**c.to_dict(), "detail": renumber_markers(c.detail, mapping)} for c in relevant]
     return renumber_markers(text, mapping), citations, conflict_dicts
-
-
-def source_terms(source: Source) -> set[str]:
-    """Terms of an expanded source with its heading and document name, as the gate reads a passage."""
-    return passage_terms(replace(source.passage, text=source.text))
 
 
 def _source_log(source: Source) -> dict:

@@ -17,9 +17,9 @@ import re
 from dataclasses import dataclass, field
 from typing import Sequence
 
-from citadel.answer.expand import Source
+from citadel.answer.expand import Source, source_terms
 from citadel.answer.generators import select_evidence
-from citadel.answer.text import LIST_BULLET, content_terms, document_name, term_set
+from citadel.answer.text import LIST_BULLET, content_terms
 
 MARKER = re.compile(r"\[(\d+(?:\s*[,;]\s*\d+)*)\]")
 # Small models write "source 2" or "[Source 2]" instead of "[2]"; read those as markers, or their
@@ -86,13 +86,12 @@ class AnswerValidator:
 
     def validate(self, question: str, answer: str, sources: Sequence[Source]) -> ValidatedAnswer:
         by_number = {s.number: s for s in sources}
-        source_terms = {s.number: term_set(f"{document_name(s.passage.title, s.passage.source)}\n"
-                                           f"{s.passage.heading}\n{s.text}") for s in sources}
+        terms_of = {s.number: source_terms(s) for s in sources}
         result = ValidatedAnswer("", [])
         kept: list[str] = []
         seen_bodies: set[str] = set()
         for claim in split_claims(SOURCE_MENTION.sub(r"[\1]", answer)):
-            checked = self._check_claim(claim, by_number, source_terms, result)
+            checked = self._check_claim(claim, by_number, terms_of, result)
             if checked is None or checked[0].lower() in seen_bodies:
                 continue
             body, numbers = checked

@@ -10,7 +10,7 @@ other document keeps the cap, so the other documents still get their seats.
 
 from __future__ import annotations
 
-from typing import Callable, Iterable, Sequence
+from typing import Callable, Iterable, Mapping, Sequence
 
 
 def reciprocal_rank_fusion(
@@ -29,14 +29,17 @@ def reciprocal_rank_fusion(
 
 
 def cap_per_document(
-    ranked: Sequence[tuple[int, float]], document_of: Callable[[int], str], cap: int
+    ranked: Sequence[tuple[int, float]], document_of: Callable[[int], str], cap: int,
+    exceptions: Mapping[str, int] | None = None,
 ) -> list[tuple[int, float]]:
-    """Keep at most `cap` chunks of any one document, preserving order."""
+    """Keep at most `cap` chunks of any one document (`exceptions`: other caps for some documents),
+    preserving order."""
+    exceptions = exceptions or {}
     seen: dict[str, int] = {}
     kept = []
     for item, score in ranked:
         document = document_of(item)
-        if seen.get(document, 0) >= cap:
+        if seen.get(document, 0) >= exceptions.get(document, cap):
             continue
         seen[document] = seen.get(document, 0) + 1
         kept.append((item, score))
@@ -65,12 +68,4 @@ def cap_with_focus(ranked: Sequence[tuple[int, float]], document_of: Callable[[i
     if focus is None:
         return cap_per_document(ranked, document_of, cap)
     limit = len(ranked) if focus_cap is None else max(cap, focus_cap)
-    seen: dict[str, int] = {}
-    kept = []
-    for item, score in ranked:
-        document = document_of(item)
-        if seen.get(document, 0) >= (limit if document == focus else cap):
-            continue
-        seen[document] = seen.get(document, 0) + 1
-        kept.append((item, score))
-    return kept
+    return cap_per_document(ranked, document_of, cap, {focus: limit})

@@ -560,7 +560,7 @@ def test_the_search_query_spells_out_shorthand_and_splits_compounds(answer_runti
     runtime = answer_runtime()
     service = runtime.answer_service
     # "perdiem" is not in the corpus, "diem" is ("per" is a stopword); "FY2024" reads as fiscal 2024.
-    assert service.search_query("t", "What is the perdiem for meals in FY2024?") == \
+    assert service.search_query("What is the perdiem for meals in FY2024?", runtime.partitions.get("t")) == \
         "What is the per diem for meals in fiscal 2024?"
     response = service.ask(STAFF, "What is the perdiem for meals?")
     assert not response.refused and "$75 per day" in response.answer
