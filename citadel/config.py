@@ -37,8 +37,12 @@ class EmbeddingConfig(_Section):
 
 
 class ChunkingConfig(_Section):
-    max_tokens: int = Field(400, description="Target chunk size in approximate tokens.")
-    overlap_tokens: int = Field(50, description="Overlap between consecutive chunks of one section.")
+    max_tokens: Optional[int] = Field(
+        None, ge=16, description="Cap on a chunk's embedded text (context header included) in the embedding "
+        "model's own tokens. None: the model's window (MiniLM: 256 wordpieces less [CLS]/[SEP]); a larger value "
+        "is capped at the window, since the model never reads past it.")
+    overlap_tokens: int = Field(50, ge=0, description="Overlap between consecutive chunks of one section, in "
+                                                      "the model's tokens.")
 
 
 class IndexConfig(_Section):
@@ -98,6 +102,11 @@ class RetrievalConfig(_Section):
 
 class IngestConfig(_Section):
     max_file_bytes: int = Field(20 * 1024 * 1024, description="Larger files are refused (dead letter).")
+    published_statuses: list[str] = Field(
+        default_factory=lambda: ["published"], min_length=1, max_length=64,
+        description="Document statuses approved for readers (an allowlist; case and surrounding space "
+        "ignored). A document whose trusted status is anything else ('Draft v2', 'archived') is skipped as "
+        "not_approved; one with no stated status publishes.")
 
 
 class AnswerConfig(_Section):
@@ -154,7 +163,12 @@ class AnswerConfig(_Section):
     )
     extractive_max_sentences: int = Field(3, description="Sentences the extractive generator quotes.")
     answer_log_retention_days: float = Field(
-        30.0, description="Answer-log entries older than this are purged (checked at most hourly)."
+        30.0, gt=0, description="Answer-log entries older than this are purged: by `citadel purge-logs`, by "
+        "each serving process every answer_log_purge_interval_s, and on the request path at most hourly."
+    )
+    answer_log_purge_interval_s: float = Field(
+        3_600.0, ge=0, description="How often each serving process purges expired answer-log entries in the "
+        "background (0: only `citadel purge-logs` and the request path do)."
     )
     screen_cache_chunks: int = Field(
         100_000, ge=0,
@@ -217,15 +231,44 @@ class StateConfig(_Section):
 
 
 class ServiceCredential(_Section):
-    """A calling service: its bearer token is stored only as a SHA-256 hex digest."""
+    """A calling service: its bearer token is stored only as a SHA-256 hex digest, with the tenants
+    it may act for (`["*"]`: every tenant, only when given explicitly), an optional expiry and a
+    revocation mark (revoked entries stay in the file as a record; they never authenticate)."""
 
-    id: str = Field(..., min_length=1, description="Service id; user contexts must name it as their `svc`.")
+    id: str = Field(..., min_length=1, max_length=256,
+                    description="Service id; user contexts must name it as their `svc`.")
     token_sha256: str = Field(..., min_length=64, max_length=64, description="SHA-256 hex of the bearer token.")
-    admin: bool = Field(False, description="May call the admin endpoints.")
+    tenants: list[str] = Field(
+        default_factory=list, max_length=10_000,
+        description='Tenants this service may act for; ["*"] = every tenant (explicit only). '
+        "Empty: none (a credential from before tenant scopes existed acts for nobody until re-issued).")
+    admin: bool = Field(False, description="May call the admin endpoints, for its `tenants` only; "
+                                           'with tenants ["*"] it is a platform admin (fault injection too).')
+    expires_at: Optional[float] = Field(None, description="Unix time after which the token is refused.")
+    revoked_at: Optional[float] = Field(None, description="Unix time it was revoked (`citadel credentials revoke`).")
+
+    @field_validator("tenants")
+    @classmethod
+    def _explicit_wildcard(cls, tenants: list[str]) -> list[str]:
+        if "*" in tenants and tenants != ["*"]:
+            raise ValueError('"*" (every tenant) stands alone; list tenants or give ["*"], not both')
+        if any(not t or len(t) > 256 for t in tenants):
+            raise ValueError("tenant ids are 1-256 characters")
+        return tenants
+
+
+class IdentityProviderConfig(_Section):
+    """An identity provider whose public keys (a JWKS file) sign user contexts that no service can
+    forge: contexts from it must carry its `iss`, and only the listed services may present them."""
+
+    issuer: str = Field(..., min_length=1, description="`iss` every context from this provider carries.")
+    jwks_file: Path = Field(..., description="JWKS JSON of the provider's public keys (EdDSA, ES256 or RS256).")
+    services: list[str] = Field(..., min_length=1, description="Service ids that may present its contexts.")
 
 
 class IdentityConfig(_Section):
-    """Who may call the API: service credentials plus short-lived signed user contexts (DESIGN.md §4.1)."""
+    """Who may call the API: service credentials plus short-lived signed user contexts (JWTs), keys
+    chosen by `kid` (DESIGN.md §4.1)."""
 
     services: list[ServiceCredential] = Field(
         default_factory=list, description="Service credentials (hashed). Merged with `credentials_file`."
@@ -233,8 +276,12 @@ class IdentityConfig(_Section):
     credentials_file: Optional[Path] = Field(
         None, description="JSON file of further hashed credentials (default: <home>/secrets/credentials.json)."
     )
-    signing_key_file: Optional[Path] = Field(
-        None, description="HMAC key for user contexts (default: <home>/secrets/signing.key, created by `citadel up`)."
+    service_keys_file: Optional[Path] = Field(
+        None, description="Per-service HS256 secrets by kid for user contexts (default: "
+        "<home>/secrets/service_keys.json; `citadel token` creates a service's first key)."
+    )
+    providers: list[IdentityProviderConfig] = Field(
+        default_factory=list, description="Identity providers whose JWKS public keys sign user contexts."
     )
     audience: str = Field("citadel", description="`aud` a user context must carry.")
     max_ttl_s: int = Field(900, ge=1, description="Longest accepted user-context lifetime (exp - iat).")
@@ -305,6 +352,26 @@ class ServingConfig(_Section):
     rerank_batch_wait_s: float = Field(0.004, ge=0, description="@serve.batch wait of the reranker.")
     tenants_per_replica: int = Field(16, ge=1, description="Tenant partitions a retriever replica keeps (multiplex LRU).")
     max_upload_bytes: int = Field(20 * 1024 * 1024, ge=1, description="Largest document an admin may upload.")
+    max_body_bytes: int = Field(
+        64 * 1024, ge=1024, description="Largest request body of every route but uploads, counted while it is read "
+        "(413 payload_too_large). An upload's limit is 4/3 of max_upload_bytes (base64) plus this."
+    )
+    max_groups: int = Field(256, ge=1, description="Most groups one upload or ACL change may name.")
+    max_name_chars: int = Field(128, ge=1, description="Longest group name an upload or ACL change may name.")
+    metrics_tokens_sha256: list[str] = Field(
+        default_factory=list,
+        description="SHA-256 hex digests of the bearer tokens that may read GET /metrics (a metrics credential, "
+        "apart from every service credential; make one with `openssl rand -hex 32` and store "
+        "`printf %s TOKEN | sha256sum`). Empty: /metrics answers 401 to everyone. The scraper sends "
+        "`Authorization: Bearer TOKEN` (Prometheus: `authorization: {credentials: TOKEN}`).",
+    )
+    metrics_tenant_labels: list[str] = Field(
+        default_factory=list, description="Tenants that always get their own `tenant` label in /metrics."
+    )
+    metrics_max_tenants: int = Field(
+        50, ge=0, description="Further tenants labelled by name, first seen first; the rest share tenant=\"other\" "
+        "(bounds the label's cardinality whatever tenants callers name)."
+    )
     haproxy_ingress: bool = Field(
         False, description="Serve's HAProxy ingress (RAY_SERVE_ENABLE_HA_PROXY) instead of its Python HTTP proxy."
     )
@@ -320,6 +387,13 @@ class ServingConfig(_Section):
     @classmethod
     def _over_default_deployments(cls, value: Any) -> Any:
         return _over_defaults(_deployments(), value)
+
+    @field_validator("metrics_tokens_sha256")
+    @classmethod
+    def _sha256_hex(cls, digests: list[str]) -> list[str]:
+        if any(len(d) != 64 or any(c not in "0123456789abcdefABCDEF" for c in d) for d in digests):
+            raise ValueError("metrics_tokens_sha256 holds SHA-256 hex digests (64 hex digits), never tokens")
+        return [d.lower() for d in digests]
 
 
 class BreakerSettings(_Section):
@@ -396,8 +470,8 @@ class CitadelConfig(_Section):
         return self.home / "secrets"
 
     @property
-    def signing_key_path(self) -> Path:
-        return self.identity.signing_key_file or self.secrets_dir / "signing.key"
+    def service_keys_path(self) -> Path:
+        return self.identity.service_keys_file or self.secrets_dir / "service_keys.json"
 
     @property
     def credentials_path(self) -> Path:

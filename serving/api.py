@@ -25,16 +25,18 @@ from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from citadel.errors import CitadelError, InvalidTenant
+from citadel.sources import TrustedFields
+from citadel.types import validate_tenant_id
+from serving.admission import REQUEST_ID_HEADER, Admission
 from serving.errors import ApiError, error_body, status_for
 from serving.gateway import Gateway
+from serving.metrics import require_metrics_credential
 
 log = logging.getLogger(__name__)
 
 API_VERSION = "1"
-REQUEST_ID_HEADER = "x-request-id"
 IDEMPOTENCY_HEADER = "idempotency-key"
-# A caller's request id is echoed only when it is a plain token; anything else gets a fresh one.
-REQUEST_ID_PATTERN = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
 MAX_QUESTION_CHARS = 2_000
 MAX_TOP_K = 50
 NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$"
@@ -82,12 +84,28 @@ class UploadRequest(_Body):
     text: Optional[str] = Field(None, description="The document as text (Markdown or plain).")
     content_base64: Optional[str] = Field(None, description="The document's bytes, base64 (e.g. a PDF).")
     groups: list[str] = Field(default_factory=list, description="Groups that may read it (empty: nobody).")
+    # Trusted fields: only the request sets them; the document's own front matter never does.
+    owner: Optional[str] = Field(None, max_length=256, description="Who owns the document.")
+    status: Optional[Literal["draft", "published", "archived", "withdrawn"]] = Field(
+        None, description="Only a published status (ingest.published_statuses) is served; others are skipped.")
+    effective_date: Optional[str] = Field(None, pattern=r"^[0-9]{4}-[0-9]{2}-[0-9]{2}$",
+                                          description="ISO date (YYYY-MM-DD) the document takes effect.")
+    supersedes: Optional[str] = Field(None, pattern=NAME_PATTERN,
+                                      description="Id of a document of the same tenant this one replaces.")
 
     @model_validator(mode="after")
     def _one_content(self) -> "UploadRequest":
         if (self.text is None) == (self.content_base64 is None):
             raise ValueError("give exactly one of `text` or `content_base64`")
+        self.trusted_fields()  # a real calendar date, printable names: refused here with a 422
         return self
+
+    def trusted_fields(self) -> TrustedFields:
+        try:
+            return TrustedFields(owner=self.owner or "", status=self.status, effective_date=self.effective_date,
+                                 supersedes=self.supersedes)
+        except CitadelError as error:
+            raise ValueError(str(error)) from None
 
     def content(self) -> bytes:
         if self.text is not None:
@@ -165,8 +183,13 @@ ERRORS = {status: {"model": ErrorResponse} for status in (400, 401, 403, 404, 40
 
 # ---------------------------------------------------------------------- helpers
 def request_id_of(request: Request) -> str:
-    given = request.headers.get(REQUEST_ID_HEADER, "")
-    return given if REQUEST_ID_PATTERN.match(given) else uuid.uuid4().hex
+    """The server's id of this request (serving/admission.py sets it before any route runs)."""
+    return getattr(request.state, "request_id", None) or uuid.uuid4().hex
+
+
+def _gateway_of_scope(scope: dict) -> Gateway | None:
+    app = scope.get("app")
+    return getattr(getattr(app, "state", None), "gateway", None) or _process_gateway
 
 
 def _gateway(request: Request) -> Gateway:
@@ -190,7 +213,7 @@ async def _run(request: Request, fn: Callable[..., Any], *args: Any) -> Any:
 
 
 def _error_response(request: Request, code: str, message: str, retry_after_s: float | None = None) -> JSONResponse:
-    request_id = getattr(request.state, "request_id", None) or request_id_of(request)
+    request_id = request_id_of(request)
     headers = {REQUEST_ID_HEADER: request_id}
     if retry_after_s is not None:
         headers["retry-after"] = str(max(1, int(retry_after_s)))
@@ -199,13 +222,15 @@ def _error_response(request: Request, code: str, message: str, retry_after_s: fl
 
 async def _user_call(request: Request, endpoint: str, authorization: Optional[str], user_context: Optional[str],
                      method: Callable[[Gateway], Callable[..., dict]], *args: Any) -> dict:
-    """An end user's request: identity first (401 before any work), then the gateway method on the
-    worker threads with the request id, counted per endpoint, tenant and status."""
+    """An end user's request: identity first (401 before any work: serving/admission.py verified it
+    before the body was read), then the gateway method on the worker threads with the request and
+    correlation ids, counted per endpoint, tenant and status."""
     gateway = _gateway(request)
-    caller = gateway.caller(authorization, user_context)
+    caller = getattr(request.state, "caller", None) or gateway.caller(authorization, user_context)
     tenant = caller.principal.tenant_id
     try:
-        result = await _run(request, method(gateway), caller, *args, request.state.request_id)
+        result = await _run(request, method(gateway), caller, *args, request_id_of(request),
+                            getattr(request.state, "correlation_id", None))
     except ApiError as error:
         _count(request, endpoint, tenant, error.status)
         raise
@@ -216,7 +241,7 @@ async def _user_call(request: Request, endpoint: str, authorization: Optional[st
 def _count(request: Request, endpoint: str, tenant: str, status: int) -> None:
     gateway = getattr(request.app.state, "gateway", None) or _process_gateway
     if gateway is not None:
-        gateway.metrics.requests.labels(endpoint, tenant, str(status)).inc()
+        gateway.metrics.count_request(endpoint, tenant, status)
 
 
 # ---------------------------------------------------------------------- the app
@@ -225,12 +250,8 @@ def create_api() -> FastAPI:
                   description="Multi-tenant, ACL-safe retrieval and cited answers. Every error is "
                               '`{"error": {"code", "message", "request_id"}}`.')
 
-    @app.middleware("http")
-    async def _request_id(request: Request, call_next):
-        request.state.request_id = request_id_of(request)
-        response = await call_next(request)
-        response.headers[REQUEST_ID_HEADER] = request.state.request_id
-        return response
+    # Request ids, authentication and body limits, all before any route reads the body.
+    app.add_middleware(Admission, gateway_of=_gateway_of_scope)
 
     @app.exception_handler(ApiError)
     async def _api_error(request: Request, error: ApiError):
@@ -259,9 +280,11 @@ def create_api() -> FastAPI:
         gateway = _gateway(request)
         return {"status": "ok", "topology": gateway.config.serving.topology}
 
-    @app.get("/metrics", response_class=Response)
-    async def metrics(request: Request) -> Response:
+    @app.get("/metrics", response_class=Response, responses=ERRORS)
+    async def metrics(request: Request, authorization: Optional[str] = Header(None)) -> Response:
+        """Prometheus metrics, for a metrics credential only (`serving.metrics_tokens_sha256`)."""
         gateway = _gateway(request)
+        require_metrics_credential(authorization, gateway.config.serving.metrics_tokens_sha256)
         return Response(gateway.metrics.render(), media_type=gateway.metrics.content_type)
 
     @app.post("/v1/retrieve", response_model=RetrieveResponse, responses=ERRORS)
@@ -287,6 +310,7 @@ def _add_admin_routes(app: FastAPI) -> None:
     async def _write(request: Request, scope: str, key: Optional[str], payload: dict, action: Callable[[], dict],
                      status_code: int = 200) -> JSONResponse:
         gateway = _gateway(request)
+        _check_groups(payload.get("groups", ()), gateway.config.serving)
         body, status = await _run(request, gateway.idempotent, scope, key, payload, action, status_code)
         return JSONResponse(body, status_code=status)
 
@@ -297,18 +321,18 @@ def _add_admin_routes(app: FastAPI) -> None:
         """Upload a document; starts an ingestion job and returns its id (poll /v1/admin/jobs/{id})."""
         gateway = _gateway(request)
         admin = gateway.admin(authorization)
-        _check_name(tenant_id, "tenant_id")
+        _check_tenant(tenant_id)
         content = body.content()
         payload = {"tenant": tenant_id, **body.model_dump()}
-        action = functools.partial(gateway.upload, admin.id, tenant_id, body.document_id, body.filename,
-                                   content, body.groups)
+        action = functools.partial(gateway.upload, admin, tenant_id, body.document_id, body.filename,
+                                   content, body.groups, fields=body.trusted_fields())
         return await _write(request, f"upload:{admin.id}", idempotency_key, payload, action, 202)
 
     @app.get("/v1/admin/jobs/{job_id}", responses=ERRORS)
     async def job(request: Request, job_id: str, authorization: Optional[str] = Header(None)) -> dict:
         gateway = _gateway(request)
-        gateway.admin(authorization)
-        return await _run(request, gateway.job, job_id)
+        admin = gateway.admin(authorization)
+        return await _run(request, gateway.job, admin, job_id)
 
     @app.post("/v1/admin/tenants/{tenant_id}/documents/{document_id}/withdraw", responses=ERRORS)
     async def withdraw(request: Request, tenant_id: str, document_id: str,
@@ -316,8 +340,9 @@ def _add_admin_routes(app: FastAPI) -> None:
                        idempotency_key: Optional[str] = Header(None)) -> JSONResponse:
         gateway = _gateway(request)
         admin = gateway.admin(authorization)
+        _check_tenant(tenant_id)
         payload = {"tenant": tenant_id, "document": document_id}
-        action = functools.partial(gateway.withdraw, admin.id, tenant_id, document_id)
+        action = functools.partial(gateway.withdraw, admin, tenant_id, document_id)
         return await _write(request, f"withdraw:{admin.id}", idempotency_key, payload, action)
 
     @app.put("/v1/admin/tenants/{tenant_id}/documents/{document_id}/acl", responses=ERRORS)
@@ -326,8 +351,9 @@ def _add_admin_routes(app: FastAPI) -> None:
                       idempotency_key: Optional[str] = Header(None)) -> JSONResponse:
         gateway = _gateway(request)
         admin = gateway.admin(authorization)
+        _check_tenant(tenant_id)
         payload = {"tenant": tenant_id, "document": document_id, "groups": sorted(body.groups)}
-        action = functools.partial(gateway.set_acl, admin.id, tenant_id, document_id, list(body.groups))
+        action = functools.partial(gateway.set_acl, admin, tenant_id, document_id, list(body.groups))
         return await _write(request, f"acl:{admin.id}", idempotency_key, payload, action)
 
 
@@ -345,8 +371,8 @@ def _add_drill_routes(app: FastAPI) -> None:
     @app.get("/v1/admin/faults", responses=ERRORS)
     async def list_faults(request: Request, authorization: Optional[str] = Header(None)) -> dict:
         gateway = _gateway(request)
-        gateway.admin(authorization)
-        return await _run(request, gateway.list_faults)
+        admin = gateway.admin(authorization)
+        return await _run(request, gateway.list_faults, admin)
 
     @app.put("/v1/admin/faults/{stage}", responses=ERRORS)
     async def set_fault(request: Request, stage: str, body: FaultRequest,
@@ -354,16 +380,36 @@ def _add_drill_routes(app: FastAPI) -> None:
         """Add latency (fixed or a distribution), errors, a hang, or kill one replica of a stage."""
         gateway = _gateway(request)
         admin = gateway.admin(authorization)
-        return await _run(request, gateway.set_fault, admin.id, {**body.model_dump(exclude_none=True), "stage": stage})
+        return await _run(request, gateway.set_fault, admin, {**body.model_dump(exclude_none=True), "stage": stage})
 
     @app.delete("/v1/admin/faults/{stage}", responses=ERRORS)
     async def clear_fault(request: Request, stage: str, authorization: Optional[str] = Header(None)) -> dict:
         gateway = _gateway(request)
         admin = gateway.admin(authorization)
-        return await _run(request, gateway.clear_fault, admin.id, stage)
+        return await _run(request, gateway.clear_fault, admin, stage)
+
+
+def _check_groups(groups, serving) -> None:
+    """An admin write names at most `serving.max_groups` groups of 1 to `serving.max_name_chars`
+    printable characters each (422), checked before anything is stored."""
+    if len(groups) > serving.max_groups:
+        raise ApiError("invalid_request", f"{len(groups):,} groups; at most {serving.max_groups:,} may be named")
+    for group in groups:
+        if not 0 < len(group) <= serving.max_name_chars or not group.isprintable():
+            raise ApiError("invalid_request",
+                           f"group names are 1 to {serving.max_name_chars} printable characters")
 
 
 def _check_name(value: str, what: str) -> None:
-    if not re.match(NAME_PATTERN, value):
+    if not re.fullmatch(NAME_PATTERN, value):  # a full match: `$` alone accepts a trailing newline
         raise ApiError("invalid_request", f"{what} must match {NAME_PATTERN}")
+
+
+def _check_tenant(tenant_id: str) -> None:
+    """A tenant id from a URL is checked like every other entry point's (400 `invalid_tenant`),
+    before the catalog or an upload directory sees it."""
+    try:
+        validate_tenant_id(tenant_id)
+    except InvalidTenant as error:
+        raise ApiError(error.code, str(error)) from None
 

@@ -22,7 +22,9 @@ from pathlib import Path
 from typing import Callable
 
 from citadel.config import CitadelConfig
-from citadel.identity import add_credential, load_or_create_signing_key, sign_user_context
+from citadel.identity.context import sign_user_context
+from citadel.identity.credentials import ALL_TENANTS, add_credential
+from citadel.identity.keys import current_service_key
 
 QUESTIONS = [
     "What is the hotel limit per night in London?",
@@ -76,15 +78,16 @@ class Identity:
 
     def __init__(self, config: CitadelConfig):
         self.service = f"{BENCH_SERVICE}-{uuid.uuid4().hex[:6]}"
-        self.token = add_credential(config.credentials_path, self.service)
-        self._key = load_or_create_signing_key(config.signing_key_path)
+        # a load generator drives whichever tenants a run names: every tenant, granted explicitly
+        self.token = add_credential(config.credentials_path, self.service, [ALL_TENANTS])
+        self._key = current_service_key(config.service_keys_path, self.service, create=True)
         self._audience = config.identity.audience
         self._ttl_s = config.identity.max_ttl_s
 
     def headers(self, worker: int, tenant: str | None = None) -> dict:
         """A user per worker; workers alternate between the example tenants unless one is named."""
         tenant = tenant or list(TENANT_GROUPS)[worker % len(TENANT_GROUPS)]
-        context = sign_user_context(self._key, tenant, f"user{worker}", list(TENANT_GROUPS[tenant]), self.service,
+        context = sign_user_context(self._key, tenant, f"user{worker}", list(TENANT_GROUPS[tenant]),
                                     self._ttl_s, self._audience, int(time.time()))
         return {"authorization": f"Bearer {self.token}", "x-citadel-user-context": context}
 

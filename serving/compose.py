@@ -16,7 +16,7 @@ from citadel.catalog.sqlite import SQLiteCatalog
 from citadel.config import CitadelConfig
 from citadel.guardrails import Router
 from citadel.guardrails.planted import PlantedScreen
-from citadel.identity import Authenticator
+from citadel.identity.authenticator import Authenticator
 from citadel.rerank.backends import NoRerank, make_reranker
 from citadel.resilience.guards import (GuardedCatalog, GuardedEmbedder, GuardedReranker, ResilientGenerator)
 from citadel.retrieval.partitions import PartitionCache
@@ -75,7 +75,7 @@ def build_gateway(config: CitadelConfig, stages: Stages | None = None, clock: Ca
     from citadel.retrieval.retriever import Retriever
 
     stages = stages or Stages()
-    metrics = ApiMetrics()
+    metrics = ApiMetrics.from_config(config.serving)
     resilience = resilience or Resilience(config)
     resilience.add_listener(metrics.breaker_transition)
     catalog = guarded_catalog(config, resilience, catalog)
@@ -102,6 +102,10 @@ def build_gateway(config: CitadelConfig, stages: Stages | None = None, clock: Ca
                       cache_guard=resilience.guard("cache"))
     metrics.watch_retriever(retriever)
     gateway.resilience = resilience
+    if in_replica and config.answer.answer_log_purge_interval_s > 0:  # retention without traffic too
+        from citadel.catalog.retention import AnswerLogPurger
+
+        AnswerLogPurger(catalog, config.answer, config.answer.answer_log_purge_interval_s).start()
     return gateway
 
 

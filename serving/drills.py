@@ -15,9 +15,11 @@ load, injects faults through the admin API, and reports JSON.
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 import logging
 import re
+import secrets
 import threading
 import time
 import uuid
@@ -35,11 +37,15 @@ HEDGE_REPLICAS = 3
 SLOW_FACTOR = 10.0
 SLOW_CUT_OF_ADDED = 0.8  # a response slower than 80% of the added latency went through the slow replica
 WINDOW_S = 10.0
+# The drills read /metrics with a metrics credential of their own, minted per process (drill_config
+# adds its digest to the drill cluster's config).
+_METRICS_TOKEN = secrets.token_hex(32)
 
 
 def metric_value(url: str, name: str, labels: str = "") -> float:
     """One sample of the gateway's /metrics (0 when absent)."""
-    text = httpx.get(f"{url}/metrics", timeout=HTTP_TIMEOUT_S).text
+    text = httpx.get(f"{url}/metrics", headers={"authorization": f"Bearer {_METRICS_TOKEN}"},
+                     timeout=HTTP_TIMEOUT_S).text
     pattern = re.compile(rf"^{re.escape(name)}{re.escape(labels)}\s+([0-9.eE+-]+)$", re.M)
     return sum(float(m.group(1)) for m in pattern.finditer(text))
 
@@ -57,11 +63,15 @@ def clear_fault(url: str, admin_token: str, stage: str) -> None:
 
 def drill_config(config: CitadelConfig) -> tuple[CitadelConfig, str]:
     """bench_config plus fault injection on and an admin credential; returns (config, admin token)."""
-    from citadel.identity import add_credential
+    from citadel.identity.credentials import ALL_TENANTS, add_credential
 
     config = bench_config(config)
     config.serving.fault_injection = True
-    return config, add_credential(config.credentials_path, f"drill-admin-{uuid.uuid4().hex[:6]}", admin=True)
+    config.serving.metrics_tokens_sha256 = [*config.serving.metrics_tokens_sha256,
+                                            hashlib.sha256(_METRICS_TOKEN.encode()).hexdigest()]
+    # fault injection is platform-wide, so the drill's admin is a platform (all-tenant) admin
+    return config, add_credential(config.credentials_path, f"drill-admin-{uuid.uuid4().hex[:6]}", [ALL_TENANTS],
+                                  admin=True)
 
 
 # ---------------------------------------------------------------------- hedge

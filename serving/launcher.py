@@ -5,8 +5,9 @@ instance, Serve and the app, then waits. `down` signals that supervisor, which s
 the Ray instance it started (never `ray stop`), and only if it does not exit in time kills the
 supervisor's own process group. The pid, URL and log live under <home>/run/.
 
-For local use `up` also makes sure a signing key and two credentials exist (an app service and an
-admin), writing their tokens to <home>/secrets/*.token (0600) so scripts and the demo can call the API.
+For local use `up` also makes sure two credentials exist, an app service (with its HS256 signing key)
+and a platform admin, both for every tenant of this one-machine install, writing their tokens to
+<home>/secrets/*.token (0600) so scripts and the demo can call the API.
 """
 
 from __future__ import annotations
@@ -22,7 +23,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from citadel.config import CitadelConfig
-from citadel.identity import add_credential, load_or_create_signing_key, read_credentials_file
+from citadel.identity.credentials import ALL_TENANTS, add_credential, read_credentials_file
+from citadel.identity.keys import current_service_key
 
 LOCAL_APP_SERVICE = "local-app"
 LOCAL_ADMIN_SERVICE = "local-admin"
@@ -65,14 +67,16 @@ def token_path(config: CitadelConfig, service_id: str) -> Path:
 
 
 def ensure_local_identity(config: CitadelConfig) -> dict[str, Path]:
-    """A signing key, and a local app and admin credential whose tokens are kept in files."""
-    load_or_create_signing_key(config.signing_key_path)
-    known = {c.id for c in read_credentials_file(config.credentials_path)}
+    """The local app's signing key, and a local app and admin credential whose tokens are kept in
+    files. A credential from before tenant scopes (acting for no tenant) is re-issued."""
+    current_service_key(config.service_keys_path, LOCAL_APP_SERVICE, create=True)
+    usable = {c.id for c in read_credentials_file(config.credentials_path)
+              if c.tenants == [ALL_TENANTS] and c.revoked_at is None and c.expires_at is None}
     paths = {}
     for service, admin in ((LOCAL_APP_SERVICE, False), (LOCAL_ADMIN_SERVICE, True)):
         path = token_path(config, service)
-        if service not in known or not path.exists():
-            token = add_credential(config.credentials_path, service, admin=admin)
+        if service not in usable or not path.exists():
+            token = add_credential(config.credentials_path, service, [ALL_TENANTS], admin=admin)
             fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, SECRET_MODE)
             with os.fdopen(fd, "w") as handle:
                 handle.write(token)

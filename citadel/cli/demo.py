@@ -17,7 +17,8 @@ from rich.panel import Panel
 
 from citadel.cli.runtime import Runtime
 from citadel.config import CitadelConfig, load_config
-from citadel.identity import load_signing_key, sign_user_context
+from citadel.identity.context import sign_user_context
+from citadel.identity.keys import current_service_key
 from citadel.ingestion import AclSpec, SourceFile, discover
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
@@ -69,12 +70,12 @@ class ApiClient:
         self.http = httpx.Client(base_url=url, timeout=HTTP_TIMEOUT_S)
         self._config = config
         self._service = service
-        self._key = load_signing_key(config.signing_key_path)
+        self._key = current_service_key(config.service_keys_path, service)
         self._service_token = service_token
         self._admin = {"authorization": f"Bearer {admin_token}"}
 
     def _headers(self, user: User) -> dict:
-        context = sign_user_context(self._key, user.tenant, user.name, list(user.groups), self._service,
+        context = sign_user_context(self._key, user.tenant, user.name, list(user.groups),
                                     USER_CONTEXT_TTL_S, self._config.identity.audience, int(time.time()))
         return {"authorization": f"Bearer {self._service_token}", "x-citadel-user-context": context}
 
@@ -91,8 +92,10 @@ class ApiClient:
     def answer(self, user: User, question: str) -> dict:
         return self._ok(self.http.post("/v1/answer", json={"question": question}, headers=self._headers(user)))
 
-    def upload(self, tenant: str, path: Path, document_id: str, groups: list[str]) -> dict:
-        body = {"document_id": document_id, "filename": path.name, "text": path.read_text(), "groups": groups}
+    def upload(self, tenant: str, path: Path, document_id: str, groups: list[str], **fields: str) -> dict:
+        """`fields`: owner, status, effective_date, supersedes; the request states them, never the file."""
+        body = {"document_id": document_id, "filename": path.name, "text": path.read_text(), "groups": groups,
+                **fields}
         job = self._ok(self.http.post(f"/v1/admin/tenants/{tenant}/documents", json=body, headers=self._admin))
         deadline = time.monotonic() + JOB_TIMEOUT_S
         while job.get("status") == "running" and time.monotonic() < deadline:
@@ -145,11 +148,12 @@ def _ingest(runtime: Runtime, tenant: str, files: list[SourceFile], acl: AclSpec
 def ingest_examples(runtime: Runtime) -> None:
     """Acme (without travel-policy v3, which the tour uploads) with the generated PDF, and Northwind."""
     acme_acl = AclSpec.from_file(EXAMPLES / "acme" / "acl.yaml")
-    acme_files = [f for f in discover([EXAMPLES / "acme"]) if "travel-policy-v3" not in f.source]
+    # The examples are the operator's own files: their front matter names ids, owners, dates, predecessors.
+    acme_files = [f for f in discover([EXAMPLES / "acme"], trust_front_matter=True) if "travel-policy-v3" not in f.source]
     pdf = generate_pdf(Path("examples/generated/acme/remote-work-guide.pdf"))
     acme_files += discover([pdf])
     _ingest(runtime, "acme", acme_files, acme_acl)
-    _ingest(runtime, "northwind", discover([EXAMPLES / "northwind"]),
+    _ingest(runtime, "northwind", discover([EXAMPLES / "northwind"], trust_front_matter=True),
             AclSpec.from_file(EXAMPLES / "northwind" / "acl.yaml"))
     runtime.catalog.close()
 
@@ -186,7 +190,8 @@ def run_demo() -> None:
 def _tour(api: ApiClient) -> None:
     staff = User("acme", "alice", ("staff",))
     _show(api, "1. A passage set with its citations (v2 is published)", staff, "What is the hotel limit per night?")
-    job = api.upload("acme", EXAMPLES / "acme" / "travel-policy-v3.md", "travel-policy", ["staff", "exec"])
+    job = api.upload("acme", EXAMPLES / "acme" / "travel-policy-v3.md", "travel-policy", ["staff", "exec"],
+                     owner="people-ops@acme.example", effective_date="2026-01-01")
     _expect(job["status"] == "succeeded", f"upload of travel-policy v3 failed: {job}")
     passages = _show(api, f"2. v3 uploaded through the admin API (job {job['job_id']}): the superseded v2 is excluded",
                      staff, "What is the hotel limit per night?")

@@ -161,14 +161,17 @@ def _forged_headers(home, tenant="acme", user="alice", groups=("staff",)) -> dic
     """Headers with a correctly signed user context whose claims skip sign_user_context's checks."""
     import time as _time
 
-    from citadel.identity import _b64encode, _mac
+    import jwt
+
+    from citadel.identity.keys import current_service_key
 
     now = int(_time.time())
     claims = {"tenant": tenant, "sub": user, "groups": list(groups), "iat": now, "exp": now + 300,
               "aud": home.config.identity.audience, "svc": "app"}
-    segment = _b64encode(json.dumps(claims, separators=(",", ":"), sort_keys=True).encode("utf-8"))
+    key = current_service_key(home.config.service_keys_path, "app", create=True)
     return {"authorization": f"Bearer {home.service_token}",
-            "x-citadel-user-context": f"{segment}.{_b64encode(_mac(home.key, segment))}"}
+            "x-citadel-user-context": jwt.encode(claims, key.secret_bytes, algorithm="HS256",
+                                                 headers={"kid": key.kid})}
 
 
 @pytest.mark.parametrize("method, path, body, admin", [

@@ -41,7 +41,7 @@ GPU = "nvidia.com/gpu"
 IMPORT_PATH = "serving.app:build_app"
 SPLIT_STAGES = {"gateway", "embedder", "retriever", "router", "generator"}
 GPU_STAGES = {"embedder", "reranker", "generator"}
-SECRET_ENV = {"CITADEL_REDIS_URL", "CITADEL_SIGNING_KEY"}
+SECRET_ENV = {"CITADEL_REDIS_URL"}
 
 
 # ------------------------------------------------------------------------------------ loading
@@ -338,6 +338,8 @@ def test_every_pod_shares_home_config_and_secrets(cluster_name):
             assert "ReadWriteMany" in claim["spec"]["accessModes"]
             identity = mounts.get(str(config.identity.credentials_file.parent))
             assert identity and "secret" in identity, f"{name}: credentials_file is not mounted from a Secret"
+            assert config.identity.service_keys_file.parent == config.identity.credentials_file.parent
+            assert {"credentials.json", "service_keys.json"} <= {i["path"] for i in identity["secret"]["items"]}
             if name == "gpu":
                 models = [m for m in mounts if config.answer.cross_encoder_dir.is_relative_to(m)]
                 assert models, f"{name}: {config.answer.cross_encoder_dir} is on no mounted volume"
