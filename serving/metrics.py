@@ -1,14 +1,67 @@
 """Prometheus metrics of the API (DESIGN.md §4 step 8), in a registry per gateway.
 
 The gateway times every stage itself (the stages it runs in-process and the calls it makes to other
-deployments), so one replica's registry holds the whole request path; `GET /metrics` serves it.
+deployments), so one replica's registry holds the whole request path; `GET /metrics` serves it, to a
+metrics credential only (`serving.metrics_tokens_sha256`: a bearer token of its own, so a scraper
+holds no service's power and a service cannot read other tenants' traffic).
 A registry per instance keeps test apps and benchmark runs from sharing counters.
+The `tenant` label is bounded (TenantLabels): callers choose tenant ids, the operator chooses how
+many series exist.
 """
 
 from __future__ import annotations
 
+import hashlib
+import hmac
+import threading
+from typing import Iterable
+
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Histogram, generate_latest
 from prometheus_client.core import CounterMetricFamily
+
+from serving.errors import ApiError
+
+OTHER_TENANTS = "other"
+DEFAULT_MAX_TENANTS = 50
+BEARER = "bearer"
+# Longest Authorization header worth hashing (a metrics token is 64 hex characters).
+MAX_CREDENTIAL_CHARS = 1_024
+
+
+def require_metrics_credential(authorization: str | None, allowed_sha256: Iterable[str]) -> None:
+    """401 unless `authorization` is `Bearer <token>` whose SHA-256 is one of `allowed_sha256`
+    (none configured: nobody may read the metrics)."""
+    if not authorization or not authorization.strip():
+        raise ApiError("missing_credential", "GET /metrics needs a metrics credential (Authorization: Bearer)")
+    parts = authorization.strip().split(None, 1)
+    if len(parts) != 2 or parts[0].lower() != BEARER or len(parts[1]) > MAX_CREDENTIAL_CHARS:
+        raise ApiError("invalid_credential", "the Authorization header must be 'Bearer <token>'")
+    digest = hashlib.sha256(parts[1].strip().encode("utf-8")).hexdigest()
+    matched = False
+    for allowed in allowed_sha256:  # no early exit: timing does not reveal which entry matched
+        matched |= hmac.compare_digest(allowed.lower(), digest)
+    if not matched:
+        raise ApiError("invalid_credential", "not a metrics credential")
+
+
+class TenantLabels:
+    """The value of the `tenant` label: a configured tenant's own name, the first `max_tenants`
+    other tenants seen by name, and every later one "other". Thread-safe."""
+
+    def __init__(self, configured: Iterable[str] = (), max_tenants: int = DEFAULT_MAX_TENANTS):
+        self._configured = frozenset(configured)
+        self._max_tenants = max_tenants
+        self._seen: set[str] = set()
+        self._lock = threading.Lock()
+
+    def __call__(self, tenant: str) -> str:
+        if tenant in self._configured or tenant in self._seen:
+            return tenant
+        with self._lock:
+            if len(self._seen) < self._max_tenants:
+                self._seen.add(tenant)
+                return tenant
+        return OTHER_TENANTS
 
 # Stage latencies span a cache hit (~0.1 ms) to a CPU generation (~seconds).
 LATENCY_BUCKETS_S = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
@@ -18,7 +71,8 @@ MS_PER_S = 1000.0
 class ApiMetrics:
     content_type = CONTENT_TYPE_LATEST
 
-    def __init__(self) -> None:
+    def __init__(self, tenant_labels: TenantLabels | None = None) -> None:
+        self.tenant_label = tenant_labels or TenantLabels()
         self.registry = CollectorRegistry()
         r = self.registry
         self.stage_latency = Histogram("citadel_stage_latency_seconds", "Latency of one stage of a request.",
@@ -35,6 +89,17 @@ class ApiMetrics:
                                            ["breaker", "to"], registry=r)
         self._retrievers: list = []
         r.register(_RetrieverCollector(self._retrievers))
+
+    @classmethod
+    def from_config(cls, serving) -> "ApiMetrics":
+        """Metrics with the `tenant` label bounded as `serving` (the config section) says."""
+        return cls(TenantLabels(serving.metrics_tenant_labels, serving.metrics_max_tenants))
+
+    def count_request(self, endpoint: str, tenant: str, status: int) -> None:
+        self.requests.labels(endpoint, self.tenant_label(tenant), str(status)).inc()
+
+    def budget_rejected(self, tenant: str) -> None:
+        self.budget_rejections.labels(self.tenant_label(tenant)).inc()
 
     def breaker_transition(self, name: str, old, new, reason: str) -> None:
         self.breaker_transitions.labels(name, getattr(new, "value", str(new))).inc()

@@ -28,6 +28,7 @@ from citadel.answer.prompt import PROMPT_VERSION
 from citadel.answer.text import content_terms, decompound, spell_out_shorthand
 from citadel.answer.validator import AnswerValidator, ValidatedAnswer, renumber_markers
 from citadel.catalog.base import Catalog
+from citadel.guardrails.redaction import loggable_question, withheld_entry
 from citadel.partition import Partition
 from citadel.rerank.backends import NoRerank, make_reranker
 from citadel.rerank.base import Reranker
@@ -178,14 +179,17 @@ class AnswerService:
         self._last_purge: float | None = None
 
     # ------------------------------------------------------------------ the request
-    def ask(self, principal: Principal, question: str, request_id: str | None = None) -> AnswerResponse:
+    def ask(self, principal: Principal, question: str, request_id: str | None = None,
+            correlation_id: str | None = None) -> AnswerResponse:
+        """`request_id`: the server's id of the request (a fresh one when None); `correlation_id`: the
+        client's own id, kept in the answer log beside it."""
         request_id = request_id or uuid.uuid4().hex
         timer = StageTimer()
         with timer.stage("route"):
             refusal = route_refusal(self._route(question))
         if refusal is not None:
             response = AnswerResponse(request_id, refusal[0], True, refusal[1], [], [])
-            return self._finish(principal, question, response, timer, {"router": True})
+            return self._finish(principal, question, response, timer, {"router": True}, correlation_id)
         degraded: list[str] = []
         partition = self.partitions.get(principal.tenant_id)
         query = self.search_query(question, partition)
@@ -201,7 +205,7 @@ class AnswerService:
         if not decision.passed:
             response = AnswerResponse(request_id, REFUSAL_REPLIES[decision.reason], True, decision.reason,
                                       degraded, [], passages=passages, gate=decision)
-            return self._finish(principal, question, response, timer, log_extra)
+            return self._finish(principal, question, response, timer, log_extra, correlation_id)
         with timer.stage("expand"):
             sources = self.expander.expand(passages, partition)
         with timer.stage("generate"):
@@ -214,7 +218,7 @@ class AnswerService:
                                   passages=passages, gate=decision)
         log_extra.update(model_id=model_id, sources=[_source_log(s) for s in sources],
                          validation={"fallback": validated.fallback, "removed": validated.removed})
-        return self._finish(principal, question, response, timer, log_extra)
+        return self._finish(principal, question, response, timer, log_extra, correlation_id)
 
     # ------------------------------------------------------------------ stages
     @staticmethod
@@ -311,16 +315,32 @@ class AnswerService:
 
     # ------------------------------------------------------------------ logging
     def _finish(self, principal: Principal, question: str, response: AnswerResponse, timer: StageTimer,
-                extra: dict[str, Any]) -> AnswerResponse:
+                extra: dict[str, Any], correlation_id: str | None = None) -> AnswerResponse:
         response.timings_ms = timer.total()
         entry = {**response.to_dict(), "conflicts": response.conflicts, "prompt_version": PROMPT_VERSION,
                  "model_id": extra.pop("model_id", None),
                  "passages": [{"chunk_id": p.chunk_id, "document_id": p.document_id, "version": p.version,
                                "score": round(float(p.score), 6)} for p in response.passages],
                  "timings_ms": response.timings_ms, **extra}
-        self.catalog.log_answer(response.request_id, principal.tenant_id, principal.user_id, question, entry)
-        self._maybe_purge()
+        self._log(principal, question, entry, response.request_id, correlation_id, cached=False)
         return response
+
+    def log_cache_hit(self, principal: Principal, question: str, body: dict[str, Any],
+                      correlation_id: str | None = None) -> None:
+        """A cached answer served (by the gateway) is logged like any other: the audit is complete."""
+        entry = {k: body.get(k) for k in ("request_id", "answer", "refused", "reason", "degraded", "citations")}
+        self._log(principal, question, entry, body["request_id"], correlation_id, cached=True)
+
+    def _log(self, principal: Principal, question: str, entry: dict[str, Any], request_id: str,
+             correlation_id: str | None, cached: bool) -> None:
+        """Append the row; a question with sensitive data is withheld (the refusal promised so), and
+        with it whatever was derived from its words (the search query, the gate's missing terms)."""
+        logged = loggable_question(question, entry.get("reason"))
+        if logged != question:
+            entry = withheld_entry(entry)
+        self.catalog.log_answer(request_id, principal.tenant_id, principal.user_id, logged, entry,
+                                correlation_id=correlation_id, cached=cached)
+        self._maybe_purge()
 
     def _maybe_purge(self) -> None:
         now = time.monotonic()

@@ -10,6 +10,10 @@ from citadel.types import DocumentMeta, Principal
 
 # The only status under which re-ingesting identical content is a no-op.
 PUBLISHED_STATUS = "published"
+# What the answer log holds in place of a question withheld for sensitive data
+# (citadel/guardrails/redaction.py decides which), and the router's reason for such a refusal.
+WITHHELD_QUESTION = "[withheld: sensitive data]"
+SENSITIVE_DATA_REASON = "sensitive_data"
 
 
 @dataclass(frozen=True)
@@ -115,3 +119,9 @@ class Catalog(Protocol):
     def mark_dead_letter_retried(self, dead_letter_id: int) -> None: ...
     def audit(self, actor: str, action: str, tenant_id: str, target: str, detail: dict[str, Any]) -> None: ...
     def audit_log(self, tenant_id: str | None = None) -> list[dict[str, Any]]: ...
+
+    # the answer log: append-only rows keyed by a server row id; the retention purge is its only deleter
+    def log_answer(self, request_id: str, tenant_id: str, user_id: str, question: str, response: dict[str, Any],
+                   correlation_id: str | None = None, cached: bool = False) -> int: ...
+    def answer_log(self, tenant_id: str | None = None, limit: int = 1_000) -> list[dict[str, Any]]: ...
+    def purge_answers(self, older_than_s: float) -> int: ...

@@ -12,15 +12,20 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, Iterator
 
-from citadel.catalog.base import DocumentRecord, LatestVersion, ReadableDoc, StagedVersion, decide_next_version
+from citadel.catalog.base import (SENSITIVE_DATA_REASON, WITHHELD_QUESTION, DocumentRecord, LatestVersion,
+                                  ReadableDoc, StagedVersion, decide_next_version)
 from citadel.errors import NotFound
-from citadel.types import Principal
+from citadel.types import Principal, validate_tenant_id
 
 # Statuses under which a document may be read at all; everything else is excluded at query time.
 READABLE_STATUS = "published"
 TENANT_WIDE = "tenant"
 # SQLite's default limit on bound parameters is 999; IN lists stay well under it.
 _SQL_PARAMETER_BATCH = 500
+# Rows `answer_log()` returns at most (it is for operators and tests, not bulk export).
+ANSWER_LOG_READ_LIMIT = 1_000
+# The first answer-log layout (keyed by the client's request id), renamed while it is migrated.
+_FIRST_ANSWER_LOG = "answer_log_v1"
 
 
 class SQLiteCatalog:
@@ -35,7 +40,9 @@ class SQLiteCatalog:
         self._conn.execute("PRAGMA foreign_keys=ON")
         self._conn.execute("PRAGMA busy_timeout=5000")
         schema = resources.files("citadel.catalog").joinpath("schema.sql").read_text()
+        _set_aside_first_answer_log(self._conn)
         self._conn.executescript(schema)
+        self._move_first_answer_log()
 
     def close(self) -> None:
         with self._lock:
@@ -59,6 +66,8 @@ class SQLiteCatalog:
 
     # ----------------------------------------------------------------- tenants
     def ensure_tenant(self, tenant_id: str) -> None:
+        # Every tenant-scoped write checks the id (jobs and audit rows may carry "*" and "-" instead).
+        validate_tenant_id(tenant_id)
         with self._tx() as db:
             db.execute(
                 "INSERT OR IGNORE INTO tenants (tenant_id, created_at) VALUES (?, ?)",
@@ -165,6 +174,7 @@ class SQLiteCatalog:
         self, tenant_id: str, segment_id: str, tier: str, staged: list[StagedVersion], job_id: str
     ) -> None:
         """The atomic pointer switch: new versions, superseded ones, ACLs and the segment pointer."""
+        validate_tenant_id(tenant_id)
         now = time.time()
         with self._tx() as db:
             for item in staged:
@@ -267,6 +277,7 @@ class SQLiteCatalog:
         }
 
     def set_acl(self, tenant_id: str, document_id: str, groups: list[str], actor: str) -> int:
+        validate_tenant_id(tenant_id)
         with self._tx() as db:
             row = db.execute(
                 "SELECT acl_version FROM documents WHERE tenant_id=? AND document_id=?", (tenant_id, document_id)
@@ -284,6 +295,7 @@ class SQLiteCatalog:
             return version
 
     def withdraw(self, tenant_id: str, document_id: str, actor: str) -> None:
+        validate_tenant_id(tenant_id)
         with self._tx() as db:
             cursor = db.execute(
                 "UPDATE documents SET status='withdrawn', updated_at=? WHERE tenant_id=? AND document_id=?",
@@ -323,6 +335,7 @@ class SQLiteCatalog:
 
     def add_dead_letter(self, job_id: str, tenant_id: str, source: str, code: str, reason: str,
                         meta: dict[str, Any]) -> int:
+        validate_tenant_id(tenant_id)
         with self._tx() as db:
             cursor = db.execute(
                 "INSERT INTO dead_letters (job_id, tenant_id, source, code, reason, meta, created_at)"
@@ -367,14 +380,56 @@ class SQLiteCatalog:
 
     # ------------------------------------------------------------- answer log
     def log_answer(self, request_id: str, tenant_id: str, user_id: str, question: str,
-                   response: dict[str, Any]) -> None:
+                   response: dict[str, Any], correlation_id: str | None = None, cached: bool = False) -> int:
+        """Append one row (a plain INSERT under a fresh row id: a repeated request id, the server's
+        or the client's correlation id, adds a row and never replaces one). Returns the row id."""
         with self._tx() as db:
-            db.execute(
-                "INSERT OR REPLACE INTO answer_log (request_id, ts, tenant_id, user_id, question, response)"
-                " VALUES (?, ?, ?, ?, ?, ?)",
-                (request_id, time.time(), tenant_id, user_id, question, json.dumps(response)),
+            cursor = db.execute(
+                "INSERT INTO answer_log (request_id, correlation_id, ts, tenant_id, user_id, question, response,"
+                " cached) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                (request_id, correlation_id, time.time(), tenant_id, user_id, question, json.dumps(response),
+                 int(cached)),
             )
+            return int(cursor.lastrowid)
+
+    def answer_log(self, tenant_id: str | None = None, limit: int = ANSWER_LOG_READ_LIMIT) -> list[dict[str, Any]]:
+        """The newest `limit` rows (of one tenant), oldest first."""
+        where, args = ("WHERE tenant_id=?", (tenant_id,)) if tenant_id is not None else ("", ())
+        rows = self._query(f"SELECT * FROM (SELECT * FROM answer_log {where} ORDER BY id DESC LIMIT ?) ORDER BY id",
+                           (*args, int(limit)))
+        return [{**dict(r), "cached": bool(r["cached"]), "response": json.loads(r["response"])} for r in rows]
+
+    def _move_first_answer_log(self) -> None:
+        """Finish the migration `_set_aside_first_answer_log` began: copy the old rows into the
+        append-only table (withholding any question that was refused as sensitive data, which the
+        first layout stored verbatim) and drop the old table, in one transaction. Safe to re-run."""
+        with self._tx() as db:
+            if not _table_columns(db, _FIRST_ANSWER_LOG):
+                return
+            db.execute(
+                f"""INSERT INTO answer_log (request_id, correlation_id, ts, tenant_id, user_id, question, response)
+                    SELECT request_id, NULL, ts, tenant_id, user_id,
+                           CASE WHEN json_valid(response) AND json_extract(response, '$.reason') = ?
+                                THEN ? ELSE question END,
+                           response
+                    FROM {_FIRST_ANSWER_LOG} ORDER BY ts""",
+                (SENSITIVE_DATA_REASON, WITHHELD_QUESTION),
+            )
+            db.execute(f"DROP TABLE {_FIRST_ANSWER_LOG}")
 
     def purge_answers(self, older_than_s: float) -> int:
         with self._tx() as db:
             return db.execute("DELETE FROM answer_log WHERE ts < ?", (time.time() - older_than_s,)).rowcount
+
+
+def _table_columns(db: sqlite3.Connection, table: str) -> set[str]:
+    return {row[1] for row in db.execute(f"PRAGMA table_info({table})")}
+
+
+def _set_aside_first_answer_log(db: sqlite3.Connection) -> None:
+    """A catalog from before the append-only answer log keyed its rows by the client's request id:
+    rename that table out of the way so the schema creates the new one (one atomic statement; the
+    rows move in `_move_first_answer_log`)."""
+    columns = _table_columns(db, "answer_log")
+    if columns and "id" not in columns:
+        db.execute(f"ALTER TABLE answer_log RENAME TO {_FIRST_ANSWER_LOG}")

@@ -11,7 +11,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from citadel.cli.runtime import Runtime, make_progress
+from citadel.cli.runtime import Runtime, make_progress, tenant_option
 
 app = typer.Typer(help="Citadel: multi-tenant, ACL-safe retrieval and cited answers.", no_args_is_help=True)
 acl_app = typer.Typer(help="Document ACLs.", no_args_is_help=True)
@@ -77,10 +77,15 @@ def _fail(message: str, code: int = 2) -> None:
 @app.command()
 def ingest(
     paths: list[Path] = typer.Argument(None, help="Files or directories to ingest."),
-    tenant: Optional[str] = typer.Option(None, "--tenant", help="Tenant id (a manifest names its own)."),
+    tenant: Optional[str] = typer.Option(None, "--tenant", help="Tenant id (a manifest names its own).",
+                                         callback=tenant_option),
     groups: Optional[str] = typer.Option(None, "--groups", help="Comma-separated groups allowed to read ('*' = whole tenant)."),
     acl: Optional[Path] = typer.Option(None, "--acl", help="YAML ACL file: default + per-document groups."),
-    manifest: Optional[Path] = typer.Option(None, "--manifest", help="Parquet/JSONL document records: tenant_id, document_id, source[, groups, version]."),
+    manifest: Optional[Path] = typer.Option(None, "--manifest", help="Parquet/JSONL document records: tenant_id, document_id, source[, groups, version, owner, status, effective_date, supersedes]."),
+    trust_front_matter: bool = typer.Option(
+        False, "--trust-front-matter",
+        help="Let each file's front matter set its id, groups, owner, status, effective date, supersedes and "
+             "version (an operator's own files only; without it front matter gives only the title)."),
     local: bool = typer.Option(False, "--local", help="Run in-process instead of on Ray Data."),
     retry_dead_letters: bool = typer.Option(False, "--retry-dead-letters", help="Replay dead letters (this tenant's, or all on Ray)."),
     as_json: bool = typer.Option(False, "--json", help="Print the job report as JSON."),
@@ -90,7 +95,8 @@ def ingest(
     from citadel.cli.ingest_cmd import IngestRequest, UsageError, run_ingest
 
     request = IngestRequest(paths=list(paths or []), tenant=tenant, groups=None if groups is None else _groups(groups),
-                            acl_file=acl, manifest=manifest, retry_dead_letters=retry_dead_letters, local=local)
+                            acl_file=acl, manifest=manifest, retry_dead_letters=retry_dead_letters, local=local,
+                            trust_front_matter=trust_front_matter)
     try:
         reports = run_ingest(Runtime(config_path=config), request)
     except UsageError as error:
@@ -117,7 +123,7 @@ def _print_report(report: dict, as_json: bool) -> None:
 @app.command()
 def retrieve(
     question: str = typer.Argument(..., help="The question or search text."),
-    tenant: str = typer.Option(..., "--tenant"),
+    tenant: str = typer.Option(..., "--tenant", callback=tenant_option),
     user: str = typer.Option(..., "--user"),
     groups: str = typer.Option("", "--groups", help="Comma-separated groups of the user."),
     top_k: int = typer.Option(8, "--top-k", min=1, max=50),
@@ -125,11 +131,15 @@ def retrieve(
     config: Optional[Path] = ConfigOption,
 ) -> None:
     """ACL-scoped hybrid retrieval for one principal."""
+    from citadel.errors import EmbeddingModelMismatch
     from citadel.types import Principal
 
     runtime = Runtime(config_path=config)
     principal = Principal(tenant, user, frozenset(_groups(groups)))
-    result = runtime.retriever.retrieve(principal, question, top_k=top_k)
+    try:
+        result = runtime.retriever.retrieve(principal, question, top_k=top_k)
+    except EmbeddingModelMismatch as error:
+        _fail(str(error))
     if as_json:
         print(json.dumps(result.to_dict(), indent=1))
         return
@@ -145,17 +155,21 @@ def retrieve(
 @app.command()
 def ask(
     question: str = typer.Argument(..., help="The question."),
-    tenant: str = typer.Option(..., "--tenant"),
+    tenant: str = typer.Option(..., "--tenant", callback=tenant_option),
     user: str = typer.Option(..., "--user"),
     groups: str = typer.Option("", "--groups", help="Comma-separated groups of the user."),
     as_json: bool = typer.Option(False, "--json"),
     config: Optional[Path] = ConfigOption,
 ) -> None:
     """A cited answer from the documents this principal may read, or a refusal with its reason."""
+    from citadel.errors import EmbeddingModelMismatch
     from citadel.types import Principal
 
     runtime = Runtime(config_path=config)
-    response = runtime.answer_service.ask(Principal(tenant, user, frozenset(_groups(groups))), question)
+    try:
+        response = runtime.answer_service.ask(Principal(tenant, user, frozenset(_groups(groups))), question)
+    except EmbeddingModelMismatch as error:
+        _fail(str(error))
     if as_json:
         print(json.dumps(response.to_dict(), indent=1))
         return
@@ -180,7 +194,7 @@ def _print_answer(response) -> None:
 
 @app.command()
 def withdraw(
-    tenant: str = typer.Option(..., "--tenant"),
+    tenant: str = typer.Option(..., "--tenant", callback=tenant_option),
     doc: str = typer.Option(..., "--doc", help="Document id."),
     config: Optional[Path] = ConfigOption,
 ) -> None:
@@ -195,7 +209,8 @@ def withdraw(
 
 
 @app.command()
-def compact(tenant: str = typer.Option(..., "--tenant"), config: Optional[Path] = ConfigOption) -> None:
+def compact(tenant: str = typer.Option(..., "--tenant", callback=tenant_option),
+            config: Optional[Path] = ConfigOption) -> None:
     """Rebuild a tenant's base segment now, folding in its delta and dropping superseded and withdrawn
     rows (publishes do this by themselves past the thresholds in `index.*`)."""
     from citadel.errors import NotFound
@@ -210,9 +225,28 @@ def compact(tenant: str = typer.Option(..., "--tenant"), config: Optional[Path] 
                                                  "partition_chunks", "seconds")}))
 
 
+@app.command()
+def reembed(tenant: str = typer.Option(..., "--tenant", callback=tenant_option),
+            config: Optional[Path] = ConfigOption) -> None:
+    """Embed every live row of a tenant again with the configured model (after a model change) and
+    publish them as a new base segment. Resumable: a crashed run continues from its last batch."""
+    from citadel.errors import NotFound
+
+    runtime = Runtime(config_path=config)
+    update, context = make_progress()
+    try:
+        with context:
+            report = runtime.ingestor(progress=update).reembed(tenant)
+    except NotFound as error:
+        _fail(str(error))
+    data = report.to_dict()
+    print(json.dumps({key: data[key] for key in ("job_id", "tenant_id", "status", "segment_id", "tier",
+                                                 "partition_chunks", "reembed", "seconds")}))
+
+
 @acl_app.command("set")
 def acl_set(
-    tenant: str = typer.Option(..., "--tenant"),
+    tenant: str = typer.Option(..., "--tenant", callback=tenant_option),
     doc: str = typer.Option(..., "--doc"),
     groups: str = typer.Option(..., "--groups", help="Comma-separated groups ('*' = whole tenant)."),
     config: Optional[Path] = ConfigOption,
@@ -243,8 +277,20 @@ def tenants(as_json: bool = typer.Option(False, "--json"), config: Optional[Path
     Console().print(table)
 
 
+@app.command("purge-logs")
+def purge_logs(config: Optional[Path] = ConfigOption) -> None:
+    """Delete answer-log entries older than `answer.answer_log_retention_days` (run it from cron or a
+    CronJob; serving processes also purge every `answer.answer_log_purge_interval_s`)."""
+    from citadel.catalog.retention import purge_expired_answers
+
+    runtime = Runtime(config_path=config)
+    purged = purge_expired_answers(runtime.catalog, runtime.config.answer)
+    print(json.dumps({"purged": purged, "retention_days": runtime.config.answer.answer_log_retention_days}))
+
+
 @app.command("dead-letters")
-def dead_letters(tenant: Optional[str] = typer.Option(None, "--tenant"), config: Optional[Path] = ConfigOption) -> None:
+def dead_letters(tenant: Optional[str] = typer.Option(None, "--tenant", callback=tenant_option),
+                 config: Optional[Path] = ConfigOption) -> None:
     """List dead letters not yet retried."""
     print(json.dumps(Runtime(config_path=config).catalog.dead_letters(tenant), indent=1))
 

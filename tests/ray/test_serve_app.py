@@ -157,7 +157,7 @@ def test_admin_writes_are_idempotent(app):
 
 def test_metrics_are_served(app):
     app.client.post("/v1/answer", json={"question": "What is the hotel limit per night?"}, headers=app.user())
-    text = app.client.get("/metrics").text
+    text = app.client.get("/metrics", headers=app.home.metrics_headers()).text
     assert "citadel_stage_latency_seconds_bucket" in text and "citadel_requests_total" in text
 
 

@@ -172,7 +172,7 @@ def test_budget_exhaustion_is_429_with_reason(tmp_path):
         assert "request budget" in error["message"]
         # another user has a budget of their own
         assert client.post("/v1/retrieve", json={"query": "hotel"}, headers=home.headers(user="bob")).status_code == 200
-        metrics = client.get("/metrics").text
+        metrics = client.get("/metrics", headers=home.metrics_headers()).text
         assert 'citadel_budget_rejections_total{tenant="acme"} 1.0' in metrics
 
 
@@ -190,7 +190,7 @@ def test_planted_sentence_never_reaches_the_answer(client, home):
 
 def test_metrics_count_requests_and_stages(client, home):
     client.post("/v1/answer", json={"question": "What is the hotel limit per night in London?"}, headers=home.headers())
-    text = client.get("/metrics").text
+    text = client.get("/metrics", headers=home.metrics_headers()).text
     assert 'citadel_requests_total{endpoint="answer",status="200",tenant="acme"} 1.0' in text
     assert 'citadel_stage_latency_seconds_count{stage="generate"}' in text
 

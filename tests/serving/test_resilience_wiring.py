@@ -87,7 +87,8 @@ def test_slow_generator_trips_its_breaker_to_the_extractive_fallback(tmp_path):
     body = client.post("/v1/answer", json=question, headers=home.headers()).json()
     assert "generator_fallback" in body["degraded"] and body["citations"]
     assert time.perf_counter() - started < 0.15  # the open breaker does not wait for the slow backend
-    assert 'citadel_breaker_transitions_total{breaker="generator",to="open"} 1.0' in client.get("/metrics").text
+    metrics = client.get("/metrics", headers=home.metrics_headers()).text
+    assert 'citadel_breaker_transitions_total{breaker="generator",to="open"} 1.0' in metrics
 
 
 def test_a_hung_stage_hits_the_request_deadline(tmp_path):

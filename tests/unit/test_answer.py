@@ -571,9 +571,9 @@ def test_the_search_query_spells_out_shorthand_and_splits_compounds(answer_runti
 
 def test_answer_log_retention_purges_old_entries(answer_runtime):
     runtime = answer_runtime(answer_log_retention_days=1)
-    runtime.catalog.log_answer("old", "t", "u1", "old question", {})
-    with sqlite3.connect(runtime.config.catalog_path) as db:
-        db.execute("UPDATE answer_log SET ts = ts - 3 * 86400 WHERE request_id = 'old'")
+    with sqlite3.connect(runtime.config.catalog_path) as db:  # rows are append-only: write an old one directly
+        db.execute("INSERT INTO answer_log (request_id, ts, tenant_id, user_id, question, response)"
+                   " VALUES ('old', ?, 't', 'u1', 'old question', '{}')", (time.time() - 3 * 86400,))
     response = runtime.answer_service.ask(STAFF, "Who approves travel for contractors?")
     assert [e["request_id"] for e in _answer_log(runtime)] == [response.request_id]
 

@@ -107,3 +107,25 @@ def test_republished_predecessor_stays_superseded(catalog):
     catalog.publish("acme", "seg2", "tiny", [_stage("discount-2026", 1, supersedes="discount-2025")], "job2")
     catalog.publish("acme", "seg3", "tiny", [_stage("discount-2025", 2)], "job3")
     assert set(catalog.readable_documents(STAFF)) == {"discount-2026"}
+
+
+def test_answer_log_appends_and_the_purger_deletes_only_expired_rows(catalog, tmp_path):
+    import sqlite3
+    import time
+
+    from citadel.catalog.retention import AnswerLogPurger
+    from citadel.config import AnswerConfig
+
+    first = catalog.log_answer("r1", "acme", "u1", "q1", {"reason": None}, correlation_id="c1")
+    second = catalog.log_answer("r1", "acme", "u2", "q2", {"reason": None}, correlation_id="c1", cached=True)
+    assert second > first
+    assert [(r["user_id"], r["cached"]) for r in catalog.answer_log("acme")] == [("u1", False), ("u2", True)]
+    with sqlite3.connect(tmp_path / "catalog.sqlite") as db:
+        db.execute("INSERT INTO answer_log (request_id, ts, tenant_id, user_id, question, response)"
+                   " VALUES ('old', ?, 'acme', 'u3', 'q', '{}')", (time.time() - 3 * 86_400,))
+    purger = AnswerLogPurger(catalog, AnswerConfig(answer_log_retention_days=1), interval_s=3_600).start()
+    deadline = time.monotonic() + 10
+    while any(r["request_id"] == "old" for r in catalog.answer_log()) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    purger.stop()
+    assert [r["request_id"] for r in catalog.answer_log()] == ["r1", "r1"]
