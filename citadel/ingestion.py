@@ -20,6 +20,7 @@ from citadel.config import CitadelConfig
 from citadel.embedding.base import Embedder
 from citadel.errors import NotFound
 from citadel.partition import chunks_to_table
+from citadel.reembed import needs_reembed, reembed_tenant
 from citadel.sources import (  # re-exported: callers import these from citadel.ingestion
     SUPPORTED_SUFFIXES,
     TENANT_WIDE_GROUP,
@@ -40,9 +41,12 @@ from citadel.stages import (
     live_versions,
     prepare_document,
     publish_built,
+    replayed_fields,
+    resolved_fields,
     tenant_lock,
     verify_built,
 )
+from citadel.types import validate_tenant_id
 
 __all__ = ["AclSpec", "FileOutcome", "InlineDocument", "Ingestor", "JobReport", "PROBES_PER_SEGMENT",
            "SUPPORTED_SUFFIXES", "SourceFile", "TENANT_WIDE_GROUP", "discover", "document_id_for"]
@@ -62,6 +66,7 @@ class JobReport:
     total_chunks: int = 0
     segment_kind: str | None = None  # "delta" (incremental publish) or "base" (a rebuild)
     rebuild_reason: str | None = None
+    reembed: dict[str, Any] | None = None  # a re-embed job: rows, resumed_from, previous_model
 
     @property
     def failures(self) -> list[FileOutcome]:
@@ -87,6 +92,7 @@ class JobReport:
             "seconds": {k: round(v, 3) for k, v in self.seconds.items()},
             "chunks_per_s": round(new_chunks / elapsed, 1) if elapsed else 0.0,
             "files": [f.to_dict() for f in self.files],
+            **({"reembed": self.reembed} if self.reembed is not None else {}),
         }
 
 
@@ -105,10 +111,12 @@ class Ingestor:
                job_id: str | None = None) -> JobReport:
         """Run one ingestion job. `job_id`: a job the caller already created (the HTTP API returns its
         id before the work starts); otherwise one is created here."""
+        validate_tenant_id(tenant_id)  # before the catalog or a directory sees it
         self._catalog.ensure_tenant(tenant_id)
         report = JobReport(job_id or self._catalog.create_job(tenant_id, "ingest"), tenant_id)
         try:
             with tenant_lock(self._config.partitions_dir, tenant_id):
+                self._reembed_if_model_changed(tenant_id)
                 self._run(report, files, acl)
             report.status = "succeeded" if not report.failures else "partial"
         except BaseException as error:
@@ -126,7 +134,9 @@ class Ingestor:
         files, acl = [], AclSpec()
         for letter in letters:
             meta = letter["meta"]
-            files.append(SourceFile(Path(letter["source"]), meta["document_id"], letter["source"]))
+            fields, trust_front_matter = replayed_fields(meta)
+            files.append(SourceFile(Path(letter["source"]), meta["document_id"], letter["source"], fields,
+                                    trust_front_matter))
             acl.documents[meta["document_id"]] = tuple(meta.get("groups", ()))
         report = self.ingest(tenant_id, files, acl, actor="retry")
         for letter in letters:
@@ -185,7 +195,7 @@ class Ingestor:
             offset += len(item.chunks)
             if index in failures:
                 letter = DeadLetter(item.source, item.meta.document_id, item.meta.groups, "embed_error",
-                                    failures[index])
+                                    failures[index], resolved_fields(item.meta))
                 report.files[self._outcome_position[id(item)]] = self._dead_letter(report, letter)
                 continue
             item.vectors = item_vectors
@@ -194,15 +204,58 @@ class Ingestor:
 
     def compact(self, tenant_id: str) -> JobReport:
         """Rebuild the tenant's base segment from its live rows now: the delta and the tombstones go."""
+        validate_tenant_id(tenant_id)
         if self._catalog.published_segment(tenant_id) is None:
             raise NotFound(f"tenant {tenant_id!r} has nothing published to compact")
-        report = JobReport(self._catalog.create_job(tenant_id, "compact"), tenant_id)
-        empty = chunks_to_table([])
         with tenant_lock(self._config.partitions_dir, tenant_id):
+            if self._model_changed(tenant_id):  # stored vectors of another model are never reused
+                return self._reembed_locked(tenant_id)
+            report = JobReport(self._catalog.create_job(tenant_id, "compact"), tenant_id)
+            empty = chunks_to_table([])
             started = time.perf_counter()
             self._build_and_publish(report, empty, np.zeros((0, self._embedder.dim), np.float32), [],
                                     force_rebuild=True)
             report.seconds["build_publish"] = time.perf_counter() - started
+        report.status = "succeeded"
+        self._catalog.finish_job(report.job_id, report.status, report.to_dict())
+        return report
+
+    def reembed(self, tenant_id: str) -> JobReport:
+        """Embed every live row of the tenant again with the configured model and publish them as a
+        new base segment: what a model change needs (citadel.reembed). Resumes a crashed run."""
+        validate_tenant_id(tenant_id)
+        with tenant_lock(self._config.partitions_dir, tenant_id):
+            return self._reembed_locked(tenant_id)
+
+    def _model_changed(self, tenant_id: str) -> bool:
+        return needs_reembed(self._config.partitions_dir, tenant_id, self._catalog.published_segment(tenant_id),
+                             self._embedder.model_id, self._embedder.dim)
+
+    def _reembed_if_model_changed(self, tenant_id: str) -> None:
+        """Before a publish: a tenant embedded with another model is re-embedded first, so the new
+        rows join a segment of the same model (never a stored vector of the old one)."""
+        if self._model_changed(tenant_id):
+            self._reembed_locked(tenant_id)
+
+    def _reembed_locked(self, tenant_id: str) -> JobReport:
+        if self._catalog.published_segment(tenant_id) is None:
+            raise NotFound(f"tenant {tenant_id!r} has nothing published to re-embed")
+        report = JobReport(self._catalog.create_job(tenant_id, "reembed"), tenant_id)
+        started = time.perf_counter()
+        try:
+            outcome = reembed_tenant(self._catalog, self._config.partitions_dir, tenant_id, self._embedder,
+                                     self._config.index, self._config.ingest_pipeline.embed_batch_size,
+                                     report.job_id, self._progress)
+        except BaseException as error:  # the progress stays on disk: the next run resumes
+            report.status = "failed"
+            self._catalog.finish_job(report.job_id, "failed", {**report.to_dict(), "error": str(error)})
+            raise
+        report.seconds["reembed"] = time.perf_counter() - started
+        built = outcome.built
+        report.segment_id, report.tier, report.total_chunks = built.segment_id, built.tier, built.rows
+        report.segment_kind, report.rebuild_reason = built.kind, built.rebuild_reason
+        report.reembed = {"rows": outcome.rows, "resumed_from": outcome.resumed_from,
+                          "previous_model": outcome.previous_model, "model": self._embedder.model_id}
         report.status = "succeeded"
         self._catalog.finish_job(report.job_id, report.status, report.to_dict())
         return report

@@ -26,10 +26,11 @@ import pyarrow.parquet as pq
 from citadel.catalog.base import Catalog, LatestVersion, StagedVersion, decide_next_version
 from citadel.chunking import chunk_document
 from citadel.config import CitadelConfig, IndexConfig
-from citadel.embedding.base import Embedder
-from citadel.errors import CitadelError
+from citadel.embedding.base import Embedder, TokenCounter
+from citadel.embedding.factory import make_token_counter
+from citadel.errors import CitadelError, ReembedRequired
 from citadel.faults import BEFORE_PUBLISH, fault_point
-from citadel.compaction import live_mask, plan_publish, read_stack
+from citadel.compaction import live_mask, model_changed, plan_publish, read_stack
 from citadel.partition import (
     CHUNKS,
     KIND_BASE,
@@ -42,15 +43,21 @@ from citadel.partition import (
     choose_tier,
     prune_segments,
     stack_of,
+    tenant_root,
     verify_segment,
 )
-from citadel.sources import TENANT_WIDE_GROUP, AclSpec, DocumentSource, FileOutcome
+from citadel.sources import (
+    TENANT_WIDE_GROUP,
+    TRUSTED_FRONT_MATTER_KEYS,
+    AclSpec,
+    DocumentSource,
+    FileOutcome,
+    TrustedFields,
+    is_published_status,
+)
 from citadel.types import Chunk, DocumentMeta, content_hash
 
 PROBES_PER_SEGMENT = 3
-# Front-matter statuses that mean "not approved for readers". Anything else is publishable: real
-# handbooks use `status:` for freshness ("Up-to-date", "Final", "Work in progress").
-UNAPPROVED_STATUSES = ("draft", "archived", "withdrawn", "superseded", "rejected", "pending")
 LOCK_FILE = ".lock"
 
 
@@ -77,16 +84,41 @@ class PreparedDocument:
 
 @dataclass(frozen=True)
 class DeadLetter:
-    """A document that failed, with what a replay needs: where it is and who may read it."""
+    """A document that failed, with what a replay needs: where it is, who may read it, the trusted
+    fields its job stated and whether that job trusted front matter (a replay decides the same)."""
 
     source: str
     document_id: str
     groups: tuple[str, ...]
     code: str
     reason: str
+    fields: TrustedFields = TrustedFields()
+    trust_front_matter: bool = False
 
     def meta(self) -> dict[str, Any]:
-        return {"document_id": self.document_id, "groups": list(self.groups)}
+        return replay_meta(self.document_id, self.groups, self.fields, self.trust_front_matter)
+
+
+def replay_meta(document_id: str, groups: Sequence[str], fields: TrustedFields,
+                trust_front_matter: bool) -> dict[str, Any]:
+    """A dead letter's record: what a replay needs to ingest the document as its job would have."""
+    meta: dict[str, Any] = {"document_id": document_id, "groups": list(groups)}
+    if fields.to_dict():
+        meta["fields"] = fields.to_dict()
+    if trust_front_matter:
+        meta["trust_front_matter"] = True
+    return meta
+
+
+def resolved_fields(meta: DocumentMeta) -> TrustedFields:
+    """The trusted fields a prepared document ended with (its status was approved): a replay of it
+    states them outright, whatever the original job trusted."""
+    return TrustedFields(owner=meta.owner, effective_date=meta.effective_date, supersedes=meta.supersedes)
+
+
+def replayed_fields(meta: Mapping[str, Any]) -> tuple[TrustedFields, bool]:
+    """(trusted fields, trust front matter) of a dead letter's record (`replay_meta`)."""
+    return TrustedFields.from_mapping(meta.get("fields") or {}), bool(meta.get("trust_front_matter"))
 
 
 PrepareResult = PreparedDocument | FileOutcome | DeadLetter
@@ -122,39 +154,64 @@ def prepare_document(tenant_id: str, source_file: DocumentSource, acl: AclSpec, 
                      versions: VersionOracle, requested_version: int | None = None) -> PrepareResult:
     """Parse and chunk one source. Never raises for a bad document: it becomes a DeadLetter.
 
-    `requested_version` (from a manifest) wins over a `version` in the document's front matter.
+    Identity and permissions come from the job (module docstring of citadel.sources): the source's
+    id, the ACL spec's groups, the source's trusted fields, `requested_version` (a manifest's). The
+    file's front matter gives its title only, unless the job trusts it (`source_file.trust_front_matter`,
+    an operator's directory ingest); even then what the job states wins over what the file says.
     """
     groups = acl.groups_for(source_file.document_id, source_file.source)
+    fields = source_file.fields
+    trust_front_matter = source_file.trust_front_matter
     try:
         parsed, raw_hash = source_file.load(config.ingest.max_file_bytes)
-        meta = document_meta(tenant_id, source_file, parsed.title, parsed.metadata, acl)
+        front = trusted_front_matter(parsed.metadata) if trust_front_matter else {}
+        fields = fields.over(TrustedFields.from_mapping(front))
+        meta = document_meta(tenant_id, source_file, parsed.title, front, acl, fields)
         groups = meta.groups
-        status = parsed.metadata.get("status", "published")
-        if str(status).strip().lower() in UNAPPROVED_STATUSES:
+        if not is_published_status(fields.status, config.ingest.published_statuses):
             return FileOutcome(source_file.source, meta.document_id, "skipped", code="not_approved",
-                               reason=f"status is {status!r}")
+                               reason=f"status is {fields.status!r}; published statuses are "
+                                      f"{config.ingest.published_statuses}")
         doc_hash = content_hash(raw_hash + repr(sorted(meta.groups)))
-        requested = requested_version if requested_version is not None else _int_or_none(parsed.metadata.get("version"))
+        requested = requested_version if requested_version is not None else _int_or_none(front.get("version"))
         version, unchanged = versions.next_version(tenant_id, meta.document_id, doc_hash, requested)
         if unchanged:
             return FileOutcome(source_file.source, meta.document_id, "unchanged", version=version)
+        tokens = make_token_counter(config.embedding)
         chunks = chunk_document(parsed, tenant_id=tenant_id, document_id=meta.document_id, version=version,
-                                max_tokens=config.chunking.max_tokens,
-                                overlap_tokens=config.chunking.overlap_tokens, title_override=meta.title)
+                                max_tokens=chunk_token_limit(config, tokens),
+                                overlap_tokens=config.chunking.overlap_tokens, title_override=meta.title,
+                                count=tokens.count_tokens)
         chunks = [c for c in chunks if c.has_location]
         if not chunks:
             raise CitadelError("the document produced no located chunks", code="no_chunks")
     except CitadelError as error:
-        return DeadLetter(source_file.source, source_file.document_id, tuple(groups), error.code, str(error))
+        return DeadLetter(source_file.source, source_file.document_id, tuple(groups), error.code, str(error),
+                          source_file.fields, trust_front_matter)
     except (OSError, ValueError) as error:  # unreadable file, bad metadata
         return DeadLetter(source_file.source, source_file.document_id, tuple(groups), "unreadable",
-                          f"{type(error).__name__}: {error}")
+                          f"{type(error).__name__}: {error}", source_file.fields, trust_front_matter)
     return PreparedDocument(meta, version, doc_hash, chunks, source_file.source)
 
 
+def chunk_token_limit(config: CitadelConfig, tokens: TokenCounter) -> int:
+    """The most tokens one embedded chunk text may hold: the model's window, or the configured cap
+    when it is smaller (a bigger one would only be truncated by the model)."""
+    cap = config.chunking.max_tokens
+    return tokens.max_tokens if cap is None else min(cap, tokens.max_tokens)
+
+
+def trusted_front_matter(front: dict[str, Any]) -> dict[str, Any]:
+    """The front-matter keys a trusting job may take identity and permissions from."""
+    return {key: front[key] for key in TRUSTED_FRONT_MATTER_KEYS if key in front}
+
+
 def document_meta(tenant_id: str, source_file: DocumentSource, title: str | None, front: dict[str, Any],
-                  acl: AclSpec) -> DocumentMeta:
-    """Front matter wins over the path-derived id; groups come from front matter, else the ACL spec."""
+                  acl: AclSpec, fields: TrustedFields | None = None) -> DocumentMeta:
+    """The document's catalog record. `front` is trusted front matter ({} unless the job trusts
+    it): its id wins over the source's, its groups over the ACL spec's. `fields` are the trusted
+    owner, effective date and predecessor."""
+    fields = fields or source_file.fields
     document_id = str(front.get("id") or source_file.document_id)
     if ":" in document_id:
         raise CitadelError(f"document id {document_id!r} may not contain ':'", code="bad_metadata")
@@ -163,16 +220,18 @@ def document_meta(tenant_id: str, source_file: DocumentSource, title: str | None
         groups = tuple(str(g) for g in (front_groups if isinstance(front_groups, list) else [front_groups]))
     else:
         groups = acl.groups_for(document_id, source_file.source)
+    if fields.supersedes == document_id:
+        raise CitadelError(f"document {document_id!r} cannot supersede itself", code="bad_metadata")
     visibility = "tenant" if TENANT_WIDE_GROUP in groups else "groups"
     return DocumentMeta(
         tenant_id=tenant_id,
         document_id=document_id,
-        title=str(front.get("title") or title or document_id),
+        title=str(title or document_id),
         source=source_file.source,
-        owner=str(front.get("owner") or ""),
+        owner=fields.owner,
         visibility=visibility,
-        effective_date=_str_or_none(front.get("effective_date")),
-        supersedes=_str_or_none(front.get("supersedes")),
+        effective_date=fields.effective_date,
+        supersedes=fields.supersedes,
         groups=tuple(sorted(g for g in groups if g != TENANT_WIDE_GROUP)),
     )
 
@@ -185,10 +244,6 @@ def meta_to_json(meta: DocumentMeta) -> str:
 def meta_from_json(text: str) -> DocumentMeta:
     data = json.loads(text)
     return DocumentMeta(**{**data, "groups": tuple(data.get("groups") or ())})
-
-
-def _str_or_none(value: Any) -> str | None:
-    return None if value is None else str(value)
 
 
 def _int_or_none(value: Any) -> int | None:
@@ -219,7 +274,7 @@ def embed_rows(embedder: Embedder, texts: Sequence[str], owners: Sequence[Hashab
     """
     texts = list(texts)
     try:
-        return EmbedResult(_embed_checked(embedder, texts), {})
+        return EmbedResult(embed_checked(embedder, texts), {})
     except Exception as error:  # a model failure must not lose the batch
         if len(set(owners)) <= 1:
             return EmbedResult(np.zeros((len(texts), embedder.dim), dtype=np.float32),
@@ -228,13 +283,14 @@ def embed_rows(embedder: Embedder, texts: Sequence[str], owners: Sequence[Hashab
     failures: dict[Hashable, str] = {}
     for owner, rows in _rows_by_owner(owners).items():
         try:
-            vectors[rows] = _embed_checked(embedder, [texts[row] for row in rows])
+            vectors[rows] = embed_checked(embedder, [texts[row] for row in rows])
         except Exception as error:
             failures[owner] = str(error)
     return EmbedResult(vectors, failures)
 
 
-def _embed_checked(embedder: Embedder, texts: list[str]) -> np.ndarray:
+def embed_checked(embedder: Embedder, texts: list[str]) -> np.ndarray:
+    """One model call, with the shape checked (a wrong shape would corrupt a segment silently)."""
     vectors = embedder.embed_passages(texts)
     if vectors.shape != (len(texts), embedder.dim):
         raise CitadelError(f"embedder returned shape {vectors.shape}", code="embed_error")
@@ -329,12 +385,18 @@ def build_tenant_segment(partitions_dir: Path, tenant_id: str, new_table: pa.Tab
                          model_id: str, dim: int, build_threads: int | None = None,
                          force_rebuild: bool = False) -> BuiltSegment:
     """Write the tenant's next segment beside the published one: a delta over the published base when
-    the compaction policy allows it (citadel.compaction), else a new base of the kept and new rows."""
+    the compaction policy allows it (citadel.compaction), else a new base of the kept and new rows.
+
+    Kept rows keep their stored vectors, so they must come from this model: after a model change the
+    tenant is re-embedded first (citadel.reembed), and a build that would mix models is refused."""
     started = time.perf_counter()
-    root = Path(partitions_dir) / tenant_id
+    root = tenant_root(partitions_dir, tenant_id)
     new_vectors = np.asarray(new_vectors, dtype=np.float32)
     stack = read_stack(root, previous)
-    plan = plan_publish(stack, live, new_table.num_rows, tenant_id, model_id, index_config, force_rebuild)
+    if model_changed(stack, model_id, dim) and live:
+        raise ReembedRequired(f"tenant {tenant_id!r} is embedded with {stack.base_model} ({stack.base_dim}-d), "
+                              f"not {model_id} ({dim}-d): run `citadel reembed --tenant {tenant_id}` first")
+    plan = plan_publish(stack, live, new_table.num_rows, tenant_id, model_id, dim, index_config, force_rebuild)
     spec = SegmentSpec(tenant_id, plan.tier, model_id, dim)
     if plan.rebuild_reason is None:
         table, vectors = _with_new_rows(plan.kept_delta_table, plan.kept_delta_vectors, new_table, new_vectors)
@@ -409,13 +471,13 @@ def publish_built(catalog: Catalog, partitions_dir: Path, built: BuiltSegment, s
                               "during the build; re-run the job")
     fault_point(BEFORE_PUBLISH)
     catalog.publish(built.tenant_id, built.segment_id, built.tier, staged, job_id)
-    prune_segments(Path(partitions_dir) / built.tenant_id, keep={built.segment_id, built.based_on} - {None})
+    prune_segments(partitions_dir, built.tenant_id, keep={built.segment_id, built.based_on} - {None})
 
 
 @contextmanager
 def tenant_lock(partitions_dir: Path, tenant_id: str) -> Iterator[None]:
     """One build-and-publish per tenant at a time, across processes."""
-    lock_dir = Path(partitions_dir) / tenant_id
+    lock_dir = tenant_root(partitions_dir, tenant_id)
     lock_dir.mkdir(parents=True, exist_ok=True)
     with open(lock_dir / LOCK_FILE, "w") as handle:
         fcntl.flock(handle, fcntl.LOCK_EX)

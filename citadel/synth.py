@@ -26,7 +26,7 @@ DEFAULT_ZIPF_EXPONENT = 1.1
 MIN_TENANT_CHUNKS = 3
 SECTIONS_PER_DOCUMENT = (3, 24)  # uniform range of sections (= chunks) per document
 SENTENCES_PER_SECTION = (3, 8)
-WORDS_PER_SENTENCE = (7, 18)  # with 8 sentences of 18 words a section stays ~170 tokens, under any chunk
+WORDS_PER_SENTENCE = (5, 11)  # 8 sentences of 10 words (made-up words: ~2.5 wordpieces) stay under a chunk
 TABLE_SHARE = 0.12
 LIST_SHARE = 0.15
 SUBSECTION_SHARE = 0.2  # sections written as H3 under the previous H2

@@ -33,7 +33,7 @@ from citadel.catalog.base import Catalog
 from citadel.config import CitadelConfig
 from citadel.embedding.factory import embedder_identity
 from citadel.ingestion import JobReport
-from citadel.partition import MANIFEST, segment_total_rows
+from citadel.partition import MANIFEST, segment_total_rows, tenant_root
 from citadel.sources import AclSpec, FileOutcome
 from citadel.errors import CitadelError
 from citadel.stages import (
@@ -277,7 +277,7 @@ class RayIngestPipeline:
                 outcome.version = None
                 outcome.dead_letter_id = self._catalog.add_dead_letter(
                     report.job_id, document.tenant_id, row["source"], row["code"], row["reason"],
-                    {"document_id": row["document_id"], "groups": _groups(row)})
+                    _replay(row))
             report.files.append(outcome)
             self._file_tenants.append(document.tenant_id)
 
@@ -334,7 +334,7 @@ class RayIngestPipeline:
         """Rows the previous segment holds (an upper bound of what the new one keeps)."""
         if build.previous is None:
             return 0
-        directory = self._config.partitions_dir / build.tenant_id / build.previous
+        directory = tenant_root(self._config.partitions_dir, build.tenant_id) / build.previous
         return segment_total_rows(directory) if (directory / MANIFEST).exists() else 0
 
     def _launch_builds(self, groups: list[list[str]], builds: dict[str, TenantBuild]) -> list:
@@ -386,8 +386,11 @@ def _merge_outcome(documents: dict[tuple[str, int], _Document], row: dict[str, A
     return 0
 
 
-def _groups(row: dict[str, Any]) -> list[str]:
-    return json.loads(row["groups_json"]) if row.get("groups_json") else []
+def _replay(row: dict[str, Any]) -> dict[str, Any]:
+    """The failed document's dead-letter record (citadel.stages.replay_meta)."""
+    if row.get("replay_json"):
+        return json.loads(row["replay_json"])
+    return {"document_id": row["document_id"], "groups": []}
 
 
 def _split(records: pa.Table, blocks: int) -> list[pa.Table]:

@@ -1,7 +1,9 @@
-"""The pipeline's input: one record per document (tenant, doc id, source, ACL groups, version).
+"""The pipeline's input: one record per document (tenant, doc id, source, ACL groups, version, the
+trusted fields of citadel.sources.TrustedFields).
 
-From a directory tree (the tenant and ACL spec given by the caller), from a manifest (Parquet or
-JSONL with `tenant_id`, `document_id`, `source`, optional `groups` and `version`; relative sources
+From a directory tree (the tenant and ACL spec given by the caller, front matter trusted only when the
+operator says so), from a manifest (Parquet or JSONL with `tenant_id`, `document_id`, `source`,
+optional `groups`, `version`, `owner`, `status`, `effective_date` and `supersedes`; relative sources
 are resolved against the manifest's folder), or from a tenant's dead letters for a replay.
 """
 
@@ -16,7 +18,9 @@ import pyarrow.parquet as pq
 
 from citadel.catalog.base import Catalog
 from citadel.errors import CitadelError
-from citadel.sources import discover
+from citadel.sources import TrustedFields, discover
+from citadel.stages import replayed_fields
+from citadel.types import validate_tenant_id
 from indexing.stages import RECORD_SCHEMA
 
 REQUIRED_COLUMNS = ("tenant_id", "document_id", "source")
@@ -37,6 +41,7 @@ def _records(rows: list[dict[str, Any]]) -> pa.Table:
     seen: set[tuple[str, str]] = set()
     duplicates = []
     for order, row in enumerate(rows):
+        validate_tenant_id(row["tenant_id"])  # a manifest's tenant names a directory: checked on read
         row["doc_order"] = order
         key = (row["tenant_id"], row["document_id"])
         if key in seen:
@@ -48,11 +53,12 @@ def _records(rows: list[dict[str, Any]]) -> pa.Table:
     return pa.Table.from_pylist(rows, schema=RECORD_SCHEMA)
 
 
-def records_from_paths(tenant_id: str, paths: Sequence[Path]) -> pa.Table:
+def records_from_paths(tenant_id: str, paths: Sequence[Path], trust_front_matter: bool = False) -> pa.Table:
     """Every ingestible file under `paths`, in the order `discover` gives (the in-process order).
     Groups stay null: the job's ACL spec decides them, as in the in-process path."""
     return _records([{"tenant_id": tenant_id, "document_id": f.document_id, "source": f.source,
-                      "groups": None, "version": None} for f in discover(paths)])
+                      "groups": None, "version": None, "trust_front_matter": f.trust_front_matter}
+                     for f in discover(paths, trust_front_matter=trust_front_matter)])
 
 
 def records_from_manifest(path: Path) -> pa.Table:
@@ -71,16 +77,34 @@ def records_from_manifest(path: Path) -> pa.Table:
             "source": str(source if source.is_absolute() else base / source),
             "groups": None if row.get("groups") is None else [str(g) for g in row["groups"]],
             "version": None if row.get("version") is None else int(row["version"]),
+            **_trusted_columns(path, row),
         })
     return _records(rows)
+
+
+def _trusted_columns(path: Path, row: dict[str, Any]) -> dict[str, Any]:
+    """A manifest row's trusted fields, checked here so a bad date fails the manifest, not a worker."""
+    try:
+        fields = TrustedFields.from_mapping(row)
+    except CitadelError as error:
+        raise BadManifest(f"{path}: document {row.get('document_id')!r}: {error}") from error
+    return _fields_columns(fields)
+
+
+def _fields_columns(fields: TrustedFields) -> dict[str, Any]:
+    return {"owner": fields.owner or None, "status": fields.status, "effective_date": fields.effective_date,
+            "supersedes": fields.supersedes}
 
 
 def records_from_dead_letters(catalog: Catalog, tenant_id: str | None) -> tuple[pa.Table, list[int]]:
     """A replay of the dead letters not yet retried (one tenant, or all), and their ids to mark."""
     letters = catalog.dead_letters(tenant_id)
-    rows = [{"tenant_id": letter["tenant_id"], "document_id": letter["meta"]["document_id"],
-             "source": letter["source"], "groups": list(letter["meta"].get("groups", ())), "version": None}
-            for letter in letters]
+    rows = []
+    for letter in letters:
+        fields, trust_front_matter = replayed_fields(letter["meta"])
+        rows.append({"tenant_id": letter["tenant_id"], "document_id": letter["meta"]["document_id"],
+                     "source": letter["source"], "groups": list(letter["meta"].get("groups", ())), "version": None,
+                     **_fields_columns(fields), "trust_front_matter": trust_front_matter})
     return _records(rows), [letter["id"] for letter in letters]
 
 

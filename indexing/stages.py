@@ -29,7 +29,7 @@ from citadel.config import CitadelConfig, EmbeddingConfig, IndexConfig
 from citadel.errors import CitadelError
 from citadel.embedding.factory import make_embedder
 from citadel.partition import CHUNK_SCHEMA, chunks_to_table
-from citadel.sources import AclSpec, FileOutcome, SourceFile
+from citadel.sources import AclSpec, FileOutcome, SourceFile, TrustedFields
 from citadel.stages import (
     BuiltSegment,
     DeadLetter,
@@ -41,6 +41,8 @@ from citadel.stages import (
     embed_rows,
     meta_to_json,
     prepare_document,
+    replay_meta,
+    resolved_fields,
 )
 from citadel.types import embed_text_for
 
@@ -58,7 +60,13 @@ RECORD_SCHEMA = pa.schema([
     ("document_id", pa.string()),
     ("source", pa.string()),  # the file to read; also the source recorded in the catalog
     ("groups", pa.list_(pa.string())),  # null: the job's ACL spec decides
-    ("version", pa.int32()),  # null: front matter or the catalog decides
+    ("version", pa.int32()),  # null: the catalog decides (or trusted front matter)
+    # Trusted fields (citadel.sources.TrustedFields); null: unset.
+    ("owner", pa.string()),
+    ("status", pa.string()),
+    ("effective_date", pa.string()),
+    ("supersedes", pa.string()),
+    ("trust_front_matter", pa.bool_()),  # the operator's --trust-front-matter (null: no)
 ])
 
 # Document-level columns repeated on each chunk row (and alone on a marker row).
@@ -71,7 +79,7 @@ _DOCUMENT_FIELDS = [
     ("doc_hash", pa.string()),
     ("meta_json", pa.string()),
     ("doc_chunks", pa.int32()),
-    ("groups_json", pa.string()),  # for a dead letter's replay
+    ("replay_json", pa.string()),  # a dead letter's record: id, groups, trusted fields (stages.replay_meta)
 ]
 ROW_SCHEMA = pa.schema(_DOCUMENT_FIELDS + list(CHUNK_SCHEMA) + [("parse_s", pa.float64())])
 
@@ -90,7 +98,7 @@ OUTCOME_SCHEMA = pa.schema([
     ("version", pa.int32()),
     ("doc_hash", pa.string()),
     ("meta_json", pa.string()),
-    ("groups_json", pa.string()),
+    ("replay_json", pa.string()),
     ("doc_chunks", pa.int32()),
     ("chunks", pa.int32()),  # rows of this document in this batch
     ("file", pa.string()),  # staged Parquet file holding them
@@ -122,8 +130,8 @@ def partition_dir_name(tenant_id: str) -> str:
     return hashlib.sha256(tenant_id.encode()).hexdigest()[:16]
 
 
-def _groups_json(groups) -> str:
-    return json.dumps(list(groups))
+def _replay_json(meta: dict[str, Any]) -> str:
+    return json.dumps(meta)
 
 
 # ----------------------------------------------------------------------------------- parse+chunk
@@ -140,7 +148,8 @@ class ParseChunkStage:
         columns: dict[str, list] = {name: [] for name in ROW_SCHEMA.names}
         for record in batch.to_pylist():
             acl = self._acl if record["groups"] is None else AclSpec.from_groups(record["groups"])
-            source = SourceFile(Path(record["source"]), record["document_id"], record["source"])
+            source = SourceFile(Path(record["source"]), record["document_id"], record["source"],
+                                TrustedFields.from_mapping(record), bool(record["trust_front_matter"]))
             result = prepare_document(record["tenant_id"], source, acl, self._config, self._versions,
                                       record["version"])
             _append_result(columns, record, result)
@@ -154,17 +163,18 @@ def _append_result(columns: dict[str, list], record: dict[str, Any], result: Pre
         chunk_columns = chunks_to_table(result.chunks).to_pydict()
         document = {"status": PUBLISHED, "code": None, "reason": None, "doc_hash": result.doc_hash,
                     "meta_json": meta_to_json(result.meta), "doc_chunks": len(result.chunks),
-                    "groups_json": _groups_json(result.meta.groups)}
+                    "replay_json": _replay_json(replay_meta(result.meta.document_id, result.meta.groups,
+                                                            resolved_fields(result.meta), False))}
         _extend(columns, record, document, chunk_columns, len(result.chunks))
         return
     if isinstance(result, DeadLetter):
         document = {"status": FAILED, "code": result.code, "reason": result.reason,
-                    "groups_json": _groups_json(result.groups)}
+                    "replay_json": _replay_json(result.meta())}
         marker = _marker(result.document_id, result.source, None)
     else:  # FileOutcome: unchanged or skipped
         document = {"status": result.status, "code": result.code, "reason": result.reason}
         marker = _marker(result.document_id, result.source, result.version)
-    document = {"doc_hash": None, "meta_json": None, "doc_chunks": 0, "groups_json": None, **document}
+    document = {"doc_hash": None, "meta_json": None, "doc_chunks": 0, "replay_json": None, **document}
     _extend(columns, record, document, marker, 1)
 
 
@@ -280,14 +290,14 @@ def _document_outcomes(batch: pa.Table, files: dict[str, str]) -> dict[str, list
     outcomes: dict[str, list] = {name: [] for name in OUTCOME_SCHEMA.names if name != "write_s"}
     index: dict[tuple[str, int], int] = {}
     data = batch.select(["doc_order", "tenant_id", "document_id", "source", "status", "code", "reason",
-                         "version", "doc_hash", "meta_json", "groups_json", "doc_chunks", "ordinal",
+                         "version", "doc_hash", "meta_json", "replay_json", "doc_chunks", "ordinal",
                          "parse_s", "embed_s", "load_s"]).to_pydict()
     for row in range(batch.num_rows):
         key = (data["tenant_id"][row], data["doc_order"][row])
         if key not in index:
             index[key] = len(outcomes["doc_order"])
             for name in ("doc_order", "tenant_id", "document_id", "source", "status", "code", "reason", "version",
-                         "doc_hash", "meta_json", "groups_json", "doc_chunks"):
+                         "doc_hash", "meta_json", "replay_json", "doc_chunks"):
                 outcomes[name].append(data[name][row])
             outcomes["chunks"].append(0)
             outcomes["parse_s"].append(0.0)

@@ -28,6 +28,7 @@ class IngestRequest:
     manifest: Path | None
     retry_dead_letters: bool
     local: bool
+    trust_front_matter: bool = False  # the files' front matter may set id, groups, status... (paths only)
 
 
 def choose_engine(runtime: Runtime, local: bool) -> str:
@@ -57,6 +58,9 @@ def run_ingest(runtime: Runtime, request: IngestRequest) -> list[dict] | None:
 
 
 def _validate(request: IngestRequest) -> None:
+    if request.trust_front_matter and (request.retry_dead_letters or request.manifest):
+        raise UsageError("--trust-front-matter applies to files and directories named here; a manifest states "
+                         "trusted fields in its columns and a replay keeps its original job's choice")
     if request.retry_dead_letters:
         if request.paths or request.manifest:
             raise UsageError("--retry-dead-letters replays stored letters; give no paths or --manifest")
@@ -82,7 +86,7 @@ def _acl(request: IngestRequest):
 # ------------------------------------------------------------------------------------------- Ray
 def _run_on_ray(runtime: Runtime, request: IngestRequest, progress: Callable) -> dict | None:
     from cluster.ray_local import local_ray
-    from indexing.records import records_from_dead_letters, records_from_manifest, records_from_paths
+    from indexing.records import records_from_dead_letters, records_from_manifest, records_from_paths, tenants_of
 
     from citadel.errors import CitadelError
 
@@ -97,12 +101,13 @@ def _run_on_ray(runtime: Runtime, request: IngestRequest, progress: Callable) ->
         elif request.manifest:
             records = records_from_manifest(request.manifest)
         else:
-            records = records_from_paths(request.tenant, request.paths)
+            records = records_from_paths(request.tenant, request.paths, request.trust_front_matter)
             acl = _acl(request)
     except CitadelError as error:  # a bad manifest, a document named twice
         raise UsageError(str(error)) from error
     if records.num_rows == 0:
         raise UsageError("no ingestible files (.md, .pdf, .txt) found")
+    _reembed_changed_tenants(runtime, tenants_of(records), progress)
     with local_ray(runtime.config.ingest_pipeline):
         from indexing.pipeline import RayIngestPipeline
 
@@ -110,6 +115,21 @@ def _run_on_ray(runtime: Runtime, request: IngestRequest, progress: Callable) ->
     for letter_id in letter_ids:
         catalog.mark_dead_letter_retried(letter_id)
     return report.to_dict()
+
+
+def _reembed_changed_tenants(runtime: Runtime, tenant_ids: list[str], progress: Callable) -> None:
+    """Tenants published with another embedding model are re-embedded before the Ray job builds on
+    them (the in-process Ingestor does this itself): a build never mixes two models' vectors."""
+    from citadel.embedding.factory import embedder_identity
+    from citadel.reembed import needs_reembed
+
+    model_id, dim = embedder_identity(runtime.config.embedding)
+    changed = [t for t in tenant_ids
+               if needs_reembed(runtime.config.partitions_dir, t, runtime.catalog.published_segment(t), model_id, dim)]
+    if changed:
+        ingestor = runtime.ingestor(progress=progress)
+        for tenant_id in changed:
+            ingestor.reembed(tenant_id)
 
 
 # ------------------------------------------------------------------------------------ in-process
@@ -125,25 +145,31 @@ def _run_in_process(runtime: Runtime, request: IngestRequest, progress: Callable
     if request.manifest:
         return [ingestor.ingest(tenant_id, files, acl).to_dict()
                 for tenant_id, files, acl in _manifest_jobs(request.manifest)]
-    files = discover(request.paths)
+    files = discover(request.paths, trust_front_matter=request.trust_front_matter)
     if not files:
         raise UsageError("no ingestible files (.md, .pdf, .txt) found")
     return [ingestor.ingest(request.tenant, files, _acl(request)).to_dict()]
 
 
 def _manifest_jobs(manifest: Path):
-    """(tenant, files, ACL spec) per tenant of a manifest, for the in-process path. The in-process
-    path takes versions from front matter only; a manifest `version` column needs the Ray engine."""
-    from citadel.sources import AclSpec, SourceFile
+    """(tenant, files, ACL spec) per tenant of a manifest, for the in-process path, with each row's
+    trusted fields. The in-process path lets the catalog number versions; a manifest `version` column
+    needs the Ray engine."""
+    from citadel.errors import CitadelError
+    from citadel.sources import AclSpec, SourceFile, TrustedFields
     from indexing.records import records_from_manifest
 
-    records = records_from_manifest(manifest)
+    try:
+        records = records_from_manifest(manifest)
+    except CitadelError as error:  # a bad manifest: an invalid tenant id, a document named twice
+        raise UsageError(str(error)) from error
     if records.column("version").null_count != records.num_rows:
         raise UsageError("a manifest with versions needs the Ray engine (drop --local)")
     jobs: dict[str, tuple[list, AclSpec]] = {}
     for row in records.to_pylist():
         files, acl = jobs.setdefault(row["tenant_id"], ([], AclSpec()))
-        files.append(SourceFile(Path(row["source"]), row["document_id"], row["source"]))
+        files.append(SourceFile(Path(row["source"]), row["document_id"], row["source"],
+                                TrustedFields.from_mapping(row)))
         if row["groups"] is not None:
             acl.documents[row["document_id"]] = tuple(row["groups"])
     return [(tenant_id, files, acl) for tenant_id, (files, acl) in sorted(jobs.items())]

@@ -1,4 +1,5 @@
-"""The Embedder interface (DESIGN.md §6): one model id and dimension, recorded in manifests."""
+"""The Embedder interface (DESIGN.md §6): one model id and dimension, recorded in manifests, and
+the model's own token counting, so chunks are sized to what the model actually reads."""
 
 from __future__ import annotations
 
@@ -8,7 +9,19 @@ import numpy as np
 
 
 @runtime_checkable
-class Embedder(Protocol):
+class TokenCounter(Protocol):
+    """How an embedding model measures text: a text it embeds holds at most `max_tokens` tokens as
+    `count_tokens` counts them (the model's window less its special tokens); beyond that the model
+    silently truncates, so whatever a chunk says past it is invisible to vector search."""
+
+    max_tokens: int
+
+    def count_tokens(self, text: str) -> int:
+        """Tokens of `text` without the model's special tokens ([CLS], [SEP])."""
+
+
+@runtime_checkable
+class Embedder(TokenCounter, Protocol):
     model_id: str
     dim: int
 

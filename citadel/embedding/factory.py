@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import functools
+
 from citadel.config import EmbeddingConfig
-from citadel.embedding.base import Embedder
+from citadel.embedding.base import Embedder, TokenCounter
 
 
 def make_embedder(config: EmbeddingConfig, *, device: str = "cpu", fp16: bool = False,
@@ -30,3 +32,21 @@ def embedder_identity(config: EmbeddingConfig) -> tuple[str, int]:
     from citadel.embedding.minilm import MODEL_DIM, MODEL_ID
 
     return MODEL_ID, MODEL_DIM
+
+
+def make_token_counter(config: EmbeddingConfig) -> TokenCounter:
+    """The configured embedder's token counting and window, without loading its model: chunking in
+    a parse worker (in-process or on Ray Data) measures exactly as the embedder will read."""
+    return _token_counter(config.backend)
+
+
+@functools.lru_cache(maxsize=None)
+def _token_counter(backend: str) -> TokenCounter:
+    """One per process and backend: a tokenizer takes seconds to load and never changes."""
+    if backend == "hash":
+        from citadel.embedding.fake import HashEmbedder
+
+        return HashEmbedder()
+    from citadel.embedding.minilm import WordPieceCounter
+
+    return WordPieceCounter.load()

@@ -1,17 +1,23 @@
 """A deterministic fake embedder for unit tests: hashed word and bigram features, L2-normalised.
 
 Texts that share words get similar vectors, so retrieval tests still mean something, and the same
-text always gives the same vector on every machine (no model, no randomness).
+text always gives the same vector on every machine (no model, no randomness). It counts tokens with
+the chunker's word-and-punctuation estimate and has the packaged MiniLM's window, so tests chunk
+the way production does.
 """
 
 from __future__ import annotations
 
 import hashlib
-import re
 
 import numpy as np
 
-_WORD = re.compile(r"[a-z0-9]+")
+from citadel import regex
+from citadel.chunking import count_tokens as approximate_tokens
+
+# MiniLM's 256-token window less [CLS] and [SEP] (citadel/embedding/minilm.py).
+HASH_MAX_TOKENS = 254
+_WORD = regex.compile("embedding.fake.word", r"[a-z0-9]+")
 
 
 def _bucket(token: str, dim: int) -> tuple[int, float]:
@@ -23,8 +29,13 @@ def _bucket(token: str, dim: int) -> tuple[int, float]:
 class HashEmbedder:
     model_id = "citadel/hash-embedder-v1"
 
-    def __init__(self, dim: int = 384):
+    def __init__(self, dim: int = 384, max_tokens: int = HASH_MAX_TOKENS):
         self.dim = dim
+        self.max_tokens = max_tokens
+
+    def count_tokens(self, text: str) -> int:
+        """Deterministic, model-free: words and punctuation marks."""
+        return approximate_tokens(text)
 
     def _embed_one(self, text: str) -> np.ndarray:
         vector = np.zeros(self.dim, dtype=np.float32)

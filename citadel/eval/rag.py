@@ -27,12 +27,13 @@ from __future__ import annotations
 
 import hashlib
 import json
-import re
 import time
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
+
+from citadel import regex
 
 REPO = Path(__file__).resolve().parents[2]
 SHARED_DATA = (REPO / ".." / "shared" / "data").resolve()
@@ -147,9 +148,10 @@ def build_tenants(runtime, data_dir: Path | str = SHARED_DATA, overlay_dir: Path
                                                         actor="eval-rag"))}
         overlay = overlay_dir / tenant
         if overlay.is_dir():
-            # Front matter groups restrict a document; everything else is tenant-wide.
-            reports["overlay"] = _summary(ingestor.ingest(tenant, discover([overlay]), AclSpec.from_groups(["*"]),
-                                                          actor="eval-rag"))
+            # The set's own files, ingested as an operator who trusts their front matter: it names each
+            # document's id, predecessor, effective date and (restricted ones) groups; else tenant-wide.
+            reports["overlay"] = _summary(ingestor.ingest(tenant, discover([overlay], trust_front_matter=True),
+                                                          AclSpec.from_groups(["*"]), actor="eval-rag"))
         tenants[tenant] = reports
     # Files the handbooks themselves make unusable (no text, bad metadata) fail the same way on every
     # run and stay in the dead-letter table; they do not make the next run rebuild.
@@ -168,10 +170,12 @@ def _summary(report) -> dict[str, Any]:
 
 
 # ------------------------------------------------------------------------------------ evaluating
-_MARKER = re.compile(r"\[(?:\d+(?:\s*[,;]\s*\d+)*)\]")
-_SPACE_BEFORE_PUNCTUATION = re.compile(r"[ \t]+([.,;:!?])")
-_SENTENCE_SPLIT = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9\"'(*])|\n+")
-_TOKEN = re.compile(r"[a-z0-9]+(?:[.,'][a-z0-9]+)*")
+_MARKER = regex.compile("eval.rag.marker", r"\[(?:\d+(?:\s*[,;]\s*\d+)*)\]")
+_SPACE_BEFORE_PUNCTUATION = regex.compile("eval.rag.space_before_punctuation", r"[ \t]+([.,;:!?])")
+# Whitespace after ".", "!" or "?" before a capital, digit, quote or bracket, or line breaks: the cut
+# is the whitespace (the characters around it are matched, not looked at: RE2).
+_SENTENCE_SPLIT = regex.compile("eval.rag.sentence_split", r"[.!?](?P<cut>\s+)[A-Z0-9\"'(*]|(?P<lines>\n+)")
+_TOKEN = regex.compile("eval.rag.token", r"[a-z0-9]+(?:[.,'][a-z0-9]+)*")
 _STOPWORDS = frozenset("""a an and are as at be been but by can could did do does for from had has have he her his how i if in
 into is it its may me might must my no not of on or our shall she should so than that the their them then there these
 they this those to too under up us was we were what when where which while who whom why will with would you your
@@ -192,7 +196,7 @@ def answer_sentences(answer: str) -> list[str]:
     """The claims of an answer: its sentences without citation markers, skipping fragments."""
     text = _SPACE_BEFORE_PUNCTUATION.sub(r"\1", _MARKER.sub("", answer or ""))
     sentences = []
-    for piece in _SENTENCE_SPLIT.split(text):
+    for piece in _SENTENCE_SPLIT.split_at(text, "cut", "lines"):
         piece = " ".join(piece.split()).strip(" -*•>")
         if len(_content_tokens(piece)) >= 3:
             sentences.append(piece)

@@ -8,51 +8,65 @@ heading tree, not a full CommonMark rendering.
 from __future__ import annotations
 
 import html
-import re
 import textwrap
 
 import yaml
 
+from citadel import regex
 from citadel.errors import ParseError
-from citadel.parsing.text import decode_utf8, located_sections, no_headings_error
+from citadel.parsing.text import decode_utf8, located_sections, title_from_source
 from citadel.types import Block, BlockKind, ParsedDocument, Section
 
 # --- document-level markup removed before block parsing -------------------------------------------
-FRONT_MATTER = re.compile(r"\A---[ \t]*\n(.*?)^(?:---|\.\.\.)[ \t]*(?:\n|\Z)", re.DOTALL | re.MULTILINE)
+FRONT_MATTER = regex.compile("parsing.markdown.front_matter", r"\A---[ \t]*\n(.*?)^(?:---|\.\.\.)[ \t]*(?:\n|\Z)", regex.DOTALL | regex.MULTILINE)
 # A Liquid comment hides its whole body, so it goes before the generic tag pattern.
-TEMPLATE_COMMENT = re.compile(r"{%-?\s*comment\s*-?%}.*?{%-?\s*endcomment\s*-?%}", re.DOTALL)
-TEMPLATE_TAG = re.compile(r"{%.*?%}", re.DOTALL)
-TEMPLATE_EXPRESSION = re.compile(r"{{.*?}}", re.DOTALL)
-HTML_COMMENT = re.compile(r"<!--.*?-->", re.DOTALL)
+TEMPLATE_COMMENT = regex.compile("parsing.markdown.template_comment", r"{%-?\s*comment\s*-?%}.*?{%-?\s*endcomment\s*-?%}", regex.DOTALL)
+TEMPLATE_TAG = regex.compile("parsing.markdown.template_tag", r"{%.*?%}", regex.DOTALL)
+TEMPLATE_EXPRESSION = regex.compile("parsing.markdown.template_expression", r"{{.*?}}", regex.DOTALL)
+HTML_COMMENT = regex.compile("parsing.markdown.html_comment", r"<!--.*?-->", regex.DOTALL)
 
 # --- block structure ------------------------------------------------------------------------------
-ATX_HEADING = re.compile(r"^ {0,3}(#{1,6})(?:[ \t]+(.*?))?[ \t]*$")
-ATX_CLOSING_HASHES = re.compile(r"(?:^|[ \t]+)#+[ \t]*$")
-SETEXT_UNDERLINE = re.compile(r"^ {0,3}(=+|-+)[ \t]*$")
-THEMATIC_BREAK = re.compile(r"^ {0,3}([-*_])(?:[ \t]*\1){2,}[ \t]*$")
+ATX_HEADING = regex.compile("parsing.markdown.atx_heading", r"^ {0,3}(#{1,6})(?:[ \t]+(.*?))?[ \t]*$")
+ATX_CLOSING_HASHES = regex.compile("parsing.markdown.atx_closing_hashes", r"(?:^|[ \t]+)#+[ \t]*$")
+SETEXT_UNDERLINE = regex.compile("parsing.markdown.setext_underline", r"^ {0,3}(=+|-+)[ \t]*$")
+# Three or more of one of "-", "*", "_" (one alternative per character: RE2 has no back-references).
+THEMATIC_BREAK = regex.compile(
+    "parsing.markdown.thematic_break", r"^ {0,3}(?:-(?:[ \t]*-){2,}|\*(?:[ \t]*\*){2,}|_(?:[ \t]*_){2,})[ \t]*$"
+)
 # Fences may be indented (inside list items); a backtick fence's info string has no backticks.
-FENCE_OPEN = re.compile(r"^[ \t]*(`{3,}|~{3,})(.*)$")
-TABLE_SEPARATOR_ROW = re.compile(r"^\s*\|?\s*:?-+:?\s*(\|\s*:?-+:?\s*)+\|?\s*$|^\s*\|\s*:?-+:?\s*\|\s*$")
-SEPARATOR_CELL = re.compile(r"(:?)-+(:?)")
-HTML_TABLE_OPEN = re.compile(r"^\s*<table\b", re.IGNORECASE)
-HTML_TABLE_CLOSE = re.compile(r"</table\s*>", re.IGNORECASE)
-HTML_ROW = re.compile(r"<tr\b[^>]*>(.*?)(?:</tr\s*>|(?=<tr\b)|\Z)", re.DOTALL | re.IGNORECASE)
-HTML_CELL = re.compile(r"<t[dh]\b[^>]*>(.*?)(?:</t[dh]\s*>|(?=<t[dh]\b)|\Z)", re.DOTALL | re.IGNORECASE)
-LIST_ITEM = re.compile(r"^\s*(?:[-*+]|\d+[.)])\s")
-BLOCKQUOTE_MARKER = re.compile(r"^[ \t]*>[ \t]?", re.MULTILINE)
+FENCE_OPEN = regex.compile("parsing.markdown.fence_open", r"^[ \t]*(`{3,}|~{3,})(.*)$")
+TABLE_SEPARATOR_ROW = regex.compile("parsing.markdown.table_separator_row", r"^\s*\|?\s*:?-+:?\s*(\|\s*:?-+:?\s*)+\|?\s*$|^\s*\|\s*:?-+:?\s*\|\s*$")
+SEPARATOR_CELL = regex.compile("parsing.markdown.separator_cell", r"(:?)-+(:?)")
+HTML_TABLE_OPEN = regex.compile("parsing.markdown.html_table_open", r"^\s*<table\b", regex.IGNORECASE)
+HTML_TABLE_CLOSE = regex.compile("parsing.markdown.html_table_close", r"</table\s*>", regex.IGNORECASE)
+# A row (cell) runs from its opening tag to its closing tag, the next opening tag or the end, as HTML
+# allows unclosed ones (`_html_parts`: RE2 has no look-ahead).
+HTML_ROW_OPEN = regex.compile("parsing.markdown.html_row_open", r"<tr\b[^>]*>", regex.IGNORECASE)
+HTML_ROW_CLOSE = regex.compile("parsing.markdown.html_row_close", r"</tr\s*>", regex.IGNORECASE)
+HTML_CELL_OPEN = regex.compile("parsing.markdown.html_cell_open", r"<t[dh]\b[^>]*>", regex.IGNORECASE)
+HTML_CELL_CLOSE = regex.compile("parsing.markdown.html_cell_close", r"</t[dh]\s*>", regex.IGNORECASE)
+LIST_ITEM = regex.compile("parsing.markdown.list_item", r"^\s*(?:[-*+]|\d+[.)])\s")
+BLOCKQUOTE_MARKER = regex.compile("parsing.markdown.blockquote_marker", r"^[ \t]*>[ \t]?", regex.MULTILINE)
 
 # --- inline markup --------------------------------------------------------------------------------
-IMAGE = re.compile(r"!\[[^\]]*\]\([^)]*\)|!\[[^\]]*\]\[[^\]]*\]")
-INLINE_LINK = re.compile(r"\[((?:\\.|[^\]\\])*)\]\(\s*<?([^)\s>]*)>?(?:\s+[\"'(][^)]*)?\)")
-REFERENCE_LINK = re.compile(r"\[([^\]]+)\]\[[^\]]*\]")
-AUTOLINK = re.compile(r"<((?:https?|ftp)://[^>\s]+|[^>\s@]+@[^>\s@]+)>")
-LINE_BREAK_TAG = re.compile(r"<br\s*/?>", re.IGNORECASE)
-HTML_TAG = re.compile(r"</?[A-Za-z][A-Za-z0-9-]*(?:\s[^<>]*)?/?>")
-STRONG = re.compile(r"(\*\*|__)(.+?)\1")
-EMPHASIS = re.compile(r"(?<![\w*])([*_])(?!\s)(.+?)(?<!\s)\1(?![\w*])")
-INLINE_CODE = re.compile(r"`+([^`]*)`+")
-HEADING_ATTRIBUTES = re.compile(r"\s*\{[:#][^}]*\}\s*$")
-BACKSLASH_ESCAPE = re.compile(r"\\([\\`*_{}\[\]()#+\-.!|<>])")
+IMAGE = regex.compile("parsing.markdown.image", r"!\[[^\]]*\]\([^)]*\)|!\[[^\]]*\]\[[^\]]*\]")
+INLINE_LINK = regex.compile("parsing.markdown.inline_link", r"\[((?:\\.|[^\]\\])*)\]\(\s*<?([^)\s>]*)>?(?:\s+[\"'(][^)]*)?\)")
+REFERENCE_LINK = regex.compile("parsing.markdown.reference_link", r"\[([^\]]+)\]\[[^\]]*\]")
+AUTOLINK = regex.compile("parsing.markdown.autolink", r"<((?:https?|ftp)://[^>\s]+|[^>\s@]+@[^>\s@]+)>")
+LINE_BREAK_TAG = regex.compile("parsing.markdown.line_break_tag", r"<br\s*/?>", regex.IGNORECASE)
+HTML_TAG = regex.compile("parsing.markdown.html_tag", r"</?[A-Za-z][A-Za-z0-9-]*(?:\s[^<>]*)?/?>")
+# One alternative per marker (RE2 has no back-references); the text is group 1 or 2.
+STRONG = regex.compile("parsing.markdown.strong", r"\*\*(.+?)\*\*|__(.+?)__")
+# *text* or _text_: no word character or "*" on either side, no space just inside the markers. The
+# characters either side are matched (or the text's edge) instead of looked around, and
+# `_strip_emphasis` resumes after the closing marker, leaving the character after it to the next one.
+EMPHASIS = regex.compile(
+    "parsing.markdown.emphasis",
+    r"(?:^|[^\w*])(?P<marked>\*(?P<star>\S(?:.*?\S)??)\*|_(?P<under>\S(?:.*?\S)??)_)(?:[^\w*]|$)",
+)
+INLINE_CODE = regex.compile("parsing.markdown.inline_code", r"`+([^`]*)`+")
+HEADING_ATTRIBUTES = regex.compile("parsing.markdown.heading_attributes", r"\s*\{[:#][^}]*\}\s*$")
+BACKSLASH_ESCAPE = regex.compile("parsing.markdown.backslash_escape", r"\\([\\`*_{}\[\]()#+\-.!|<>])")
 
 
 def parse_markdown(data: bytes, source: str) -> ParsedDocument:
@@ -64,7 +78,9 @@ def parse_markdown(data: bytes, source: str) -> ParsedDocument:
     sections = builder.finish()
     title = front_matter_title or builder.first_h1
     if not title and builder.heading_count == 0:
-        raise no_headings_error(source)
+        # A page without a title or any heading is still a document: its file name titles it and
+        # locates its text. Only a page with no text left is refused (no_content, below).
+        title = title_from_source(source)
     located = located_sections(sections, title)
     if not located:
         raise ParseError(
@@ -125,6 +141,17 @@ def _strip_inline_markup(text: str) -> str:
     return HTML_TAG.sub("", text)
 
 
+def _strip_emphasis(text: str) -> str:
+    """`text` with each *emphasis* or _emphasis_ replaced by its content (one linear scan)."""
+    pieces, done = [], 0
+    for match in EMPHASIS.scan(text, resume="marked"):
+        start, end = match.span("marked")
+        content = match.group("star") if match.group("star") is not None else match.group("under")
+        pieces += [text[done:start], content]
+        done = end
+    return "".join(pieces) + text[done:]
+
+
 def plain_heading(text: str) -> str:
     """Heading text without closing #s, attributes, link/emphasis/code markup or escapes."""
     text = ATX_CLOSING_HASHES.sub("", text)
@@ -134,8 +161,8 @@ def plain_heading(text: str) -> str:
     text = REFERENCE_LINK.sub(r"\1", text)
     text = HTML_TAG.sub("", text)
     text = INLINE_CODE.sub(r"\1", text)
-    text = STRONG.sub(r"\2", text)
-    text = EMPHASIS.sub(r"\2", text)
+    text = STRONG.sub(lambda match: match.group(1) if match.group(1) is not None else match.group(2), text)
+    text = _strip_emphasis(text)
     text = BACKSLASH_ESCAPE.sub(r"\1", text)
     return " ".join(html.unescape(text).split())
 
@@ -251,9 +278,9 @@ def _fence_opening(line: str) -> str | None:
 
 def _fence_end(lines: list[str], start: int, fence: str) -> int:
     """Index after the closing fence; an unclosed fence runs to the end of the document."""
-    closing = re.compile(rf"^[ \t]*{re.escape(fence[0])}{{{len(fence)},}}[ \t]*$")
     for index in range(start + 1, len(lines)):
-        if closing.match(lines[index]):
+        closing = lines[index].strip(" \t")  # at least as many fence characters, and nothing else
+        if len(closing) >= len(fence) and closing == fence[0] * len(closing):
             return index + 1
     return len(lines)
 
@@ -292,12 +319,27 @@ def _html_table_end(lines: list[str], start: int) -> int | None:
     return None
 
 
+def _html_parts(markup: str, opening: regex.LinearPattern, closing: regex.LinearPattern) -> list[str]:
+    """The content of each element: from its opening tag to the first closing tag or next opening
+    tag, whichever comes first, or the end (one pass over each tag list)."""
+    opens = [match.span() for match in opening.finditer(markup)]
+    closes = [match.start() for match in closing.finditer(markup)]
+    parts, next_close = [], 0
+    for index, (_, content_start) in enumerate(opens):
+        next_open = opens[index + 1][0] if index + 1 < len(opens) else len(markup)
+        while next_close < len(closes) and closes[next_close] < content_start:
+            next_close += 1
+        close = closes[next_close] if next_close < len(closes) else len(markup)
+        parts.append(markup[content_start:min(close, next_open)])
+    return parts
+
+
 def html_table_to_pipe_table(markup: str) -> str:
     """An HTML <table> as a pipe table (first row as header) so both table forms read alike."""
     rows = [
         cells
-        for row_markup in HTML_ROW.findall(markup)
-        if (cells := [_html_cell_text(cell) for cell in HTML_CELL.findall(row_markup)])
+        for row_markup in _html_parts(markup, HTML_ROW_OPEN, HTML_ROW_CLOSE)
+        if (cells := [_html_cell_text(cell) for cell in _html_parts(row_markup, HTML_CELL_OPEN, HTML_CELL_CLOSE)])
     ]
     if not rows:
         return " ".join(clean_inline(markup).split())

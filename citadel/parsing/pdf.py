@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-import re
 from io import BytesIO
 from pathlib import PurePath
 
@@ -11,6 +10,7 @@ from pypdf import PdfReader
 from pypdf import PasswordType
 from pypdf.errors import DependencyError
 
+from citadel import regex
 from citadel.errors import ParseError
 from citadel.types import Block, ParsedDocument, Section
 
@@ -24,7 +24,7 @@ SHORT_LINE_RATIO = 0.75
 # ("0000764478-23-000041") or a placeholder there.
 MIN_TITLE_LETTERS = 4
 PLACEHOLDER_TITLES = frozenset({"untitled", "document", "title", "microsoft word", "pdf"})
-FILE_NAME_TITLE = re.compile(r"\.(docx?|pdf|pptx?|xlsx?|rtf|odt|indd)$", re.IGNORECASE)
+FILE_NAME_TITLE = regex.compile("parsing.pdf.file_name_title", r"\.(docx?|pdf|pptx?|xlsx?|rtf|odt|indd)$", regex.IGNORECASE)
 
 
 def parse_pdf(data: bytes, source: str) -> ParsedDocument:

@@ -6,8 +6,9 @@ the no-headings error), so the two text formats fail the same way.
 
 from __future__ import annotations
 
-import re
+from pathlib import PurePath
 
+from citadel import regex
 from citadel.errors import ParseError
 from citadel.types import Block, ParsedDocument, Section
 
@@ -20,9 +21,12 @@ TITLE_CASE_MINOR_WORDS = frozenset(
     "a an and as at but by for from in into nor of on or over per the to vs via with".split()
 )
 # "1. Scope", "2.3 Rules", "4.1.2) Retention": the number of components gives the depth.
-NUMBERED_HEADING = re.compile(r"^(\d+(?:\.\d+)*)[.)]?\s+\S")
+NUMBERED_HEADING = regex.compile("parsing.text.numbered_heading", r"^(\d+(?:\.\d+)*)[.)]?\s+\S")
 # A setext-style underline under a heading line.
-UNDERLINE = re.compile(r"^\s*(=+|-+)\s*$")
+BLANK_LINE = regex.compile("parsing.text.blank_line", r"\n[ \t\f\v]*\n")
+# A word starts with a letter (Python's [^\W\d_]: a word character that is no digit and no "_").
+WORD = regex.compile("parsing.text.word", r"[\p{L}\p{Nl}\p{No}][\w'’-]*")
+UNDERLINE = regex.compile("parsing.text.underline", r"^\s*(=+|-+)\s*$")
 # Heading depths. Underlined with === or ALL CAPS reads as a document-level heading; numbered
 # headings nest below it ("1." is level 2, "1.1" level 3); other Title Case lines sit at level 2.
 TOP_LEVEL = 1
@@ -47,7 +51,7 @@ def decode_utf8(data: bytes, source: str) -> str:
 
 def split_paragraphs(text: str) -> list[str]:
     """Blank-line separated paragraphs (a whitespace-only line counts as blank), trimmed."""
-    paragraphs = re.split(r"\n[ \t\f\v]*\n", text)
+    paragraphs = BLANK_LINE.split(text)
     return [p.strip("\n").rstrip() for p in paragraphs if p.strip()]
 
 
@@ -63,12 +67,10 @@ def located_sections(sections: list[Section], title: str) -> list[Section]:
     return located
 
 
-def no_headings_error(source: str) -> ParseError:
-    return ParseError(
-        f"{source} has no title and no headings, so its chunks would have no location to cite; "
-        "add a title (front matter `title:` or a first heading)",
-        code="no_headings",
-    )
+def title_from_source(source: str) -> str:
+    """The title of a document that states none: its file name without the extension, the same
+    fallback chunking uses, so a page with no heading is cited by its file name."""
+    return PurePath(source).stem or source
 
 
 def parse_text(data: bytes, source: str) -> ParsedDocument:
@@ -109,8 +111,9 @@ def parse_text(data: bytes, source: str) -> ParsedDocument:
     flush_paragraph()
     sections.append(current)
 
-    if not title:
-        raise no_headings_error(source)
+    title = title or title_from_source(source)  # no heading-like line: the file name titles it
+    if not any(section.blocks for section in sections):
+        raise ParseError(f"{source} has no text to index", code="no_content")
     return ParsedDocument(
         title=title, sections=located_sections(sections, title), source=source, format="text"
     )
@@ -154,7 +157,7 @@ def _is_all_caps(line: str) -> bool:
 
 
 def _is_title_case(line: str) -> bool:
-    words = [w for w in re.findall(r"[^\W\d_][\w'’-]*", line)]
+    words = [w for w in WORD.findall(line)]
     if not words or not words[0][0].isupper():
         return False
     return all(w[0].isupper() or w.lower() in TITLE_CASE_MINOR_WORDS for w in words[1:])

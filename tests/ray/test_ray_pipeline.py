@@ -133,7 +133,7 @@ def test_dead_letters_replayed_with_retry_flag(ray_runtime, tmp_path, monkeypatc
     docs.mkdir()
     (docs / "good.md").write_text(GOOD)
     broken = docs / "broken.md"
-    broken.write_text("no heading here\n")
+    broken.write_text("---\ntitle: nothing but front matter\n---\n")
     config = ray_runtime.config
     for name, value in (("CITADEL_HOME", str(config.home)), ("CITADEL_EMBEDDING__BACKEND", "hash"),
                         ("CITADEL_INGEST_PIPELINE__ENGINE", "ray")):
@@ -145,7 +145,7 @@ def test_dead_letters_replayed_with_retry_flag(ray_runtime, tmp_path, monkeypatc
     assert result.exit_code == 0, result.output
     report = json.loads(result.stdout)
     assert (report["engine"], report["published"], report["failed"]) == ("raydata", 1, 1)
-    assert [letter["code"] for letter in ray_runtime.catalog.dead_letters("t")] == ["no_headings"]
+    assert [letter["code"] for letter in ray_runtime.catalog.dead_letters("t")] == ["no_content"]
 
     broken.write_text(GOOD.replace("Leave policy", "Broken policy").replace("25 days", "40 days"))
     result = runner.invoke(app, ["ingest", "--retry-dead-letters", "--tenant", "t", "--json"],

@@ -92,22 +92,58 @@ def test_small_blocks_pack_into_one_chunk_and_sections_are_not_merged():
     assert [c.section_index for c in chunks] == [0, 1, 2]
 
 
-def test_table_longer_than_max_tokens_stays_one_chunk():
-    table = table_text(60)
-    assert count_tokens(table) > 400
-    parsed = doc(Section(("Rates",), None, [Block("text", sentences("a", 5)), Block("table", table),
+def test_table_that_fits_stays_whole_and_a_bigger_one_is_cut_between_rows_with_its_header():
+    small = table_text(10)
+    big = table_text(60)
+    assert count_tokens(big) > 400
+    parsed = doc(Section(("Rates",), None, [Block("text", sentences("a", 5)), Block("table", small),
+                                            Block("table", big.replace("| Name |", "| Big |")),
                                             Block("text", sentences("b", 5))]))
     chunks = chunk(parsed)
-    holding = [c for c in chunks if "| item0 |" in c.text]
-    assert len(holding) == 1 and holding[0].text == table
-    assert sum(c.text.count("| item59 |") for c in chunks) == 1
+    assert sum(c.text.count(small) for c in chunks) == 1  # whole, in one chunk
+    pieces = [c for c in chunks if "| Big |" in c.text]
+    assert len(pieces) > 1  # never truncated: cut between rows
+    for piece in pieces:
+        assert piece.text.startswith("| Big | Value |\n| --- | --- |\n| item")  # each piece reads as a table
+        assert count_tokens(piece.embed_text) <= 400
+    for i in range(60):  # every row exactly once
+        assert sum(c.text.count(f"| item{i} |") for c in pieces) == 1
 
 
-def test_code_block_is_never_split():
+def test_code_block_is_whole_when_it_fits_else_cut_between_lines():
     code = "\n".join(f"line_{i} = compute({i})" for i in range(120))
     parsed = doc(Section(("Code",), None, [Block("code", code)]))
-    (c,) = chunk(parsed, max_tokens=100, overlap_tokens=10)
+    (c,) = chunk(parsed, max_tokens=1200, overlap_tokens=10)
     assert c.text == code
+    chunks = chunk(parsed, max_tokens=100, overlap_tokens=10)
+    assert len(chunks) > 1 and all(count_tokens(c.embed_text) <= 100 for c in chunks)
+    assert "\n".join(c.text for c in chunks) == code  # whole lines, in order, nothing repeated
+
+
+def test_every_embedded_text_fits_the_window_header_included():
+    title = "A long handbook title " * 3
+    parsed = doc(Section(("Travel", "Per diem", "Exceptions"), None,
+                         [Block("text", sentences("s", 80)), Block("table", table_text(40))]), title=title)
+    chunks = chunk(parsed, max_tokens=120, overlap_tokens=20)
+    assert all(count_tokens(c.embed_text) <= 120 for c in chunks)
+    assert all(c.context_header.startswith(title.strip()) for c in chunks)
+
+
+def test_an_absurdly_long_heading_path_is_shortened_not_allowed_to_fill_the_window():
+    heading = " ".join(f"h{i}" for i in range(200))
+    parsed = doc(Section((heading,), None, [Block("text", sentences("s", 20))]))
+    chunks = chunk(parsed, max_tokens=100, overlap_tokens=10)
+    assert chunks and all(count_tokens(c.context_header) <= 25 for c in chunks)
+    assert all(c.context_header.endswith("…") and count_tokens(c.embed_text) <= 100 for c in chunks)
+
+
+def test_a_single_unbroken_run_longer_than_the_window_is_cut_between_characters():
+    blob = "x" * 5000
+    long_words = lambda text: len(text) // 3  # a counter where one "word" costs many tokens
+    parsed = doc(Section(("Blob",), None, [Block("text", blob)]))
+    chunks = chunk(parsed, max_tokens=100, overlap_tokens=10, count=long_words)
+    assert all(long_words(c.embed_text) <= 100 for c in chunks)
+    assert "".join("".join(c.text.split()) for c in chunks) == blob
 
 
 def test_long_text_block_splits_on_sentences_within_max_tokens():
@@ -227,18 +263,24 @@ TABLE_BLOCK = st.integers(min_value=1, max_value=80).map(lambda n: Block("table"
     overlap=st.integers(min_value=0, max_value=39),
 )
 def test_chunk_invariants(blocks, max_tokens, overlap):
-    blocks = [  # a distinct header per table, so one table is never a prefix of another
-        Block(b.kind, b.text.replace("| Name |", f"| Name{i} |")) for i, b in enumerate(blocks)
+    blocks = [  # distinct headers and rows per table, so one table is never a prefix of another
+        Block(b.kind, b.text.replace("| Name |", f"| Name{i} |").replace("| item", f"| t{i}item"))
+        for i, b in enumerate(blocks)
     ]
     parsed = doc(Section(("S",), None, blocks))
     chunks = chunk(parsed, max_tokens=max_tokens, overlap_tokens=overlap)
-    tables = [b.text for b in blocks if b.kind == "table"]
+    text_budget = max_tokens - count_tokens(context_header("Doc", ("S",), None))
     for c in chunks:
-        # Only a table too big for any chunk may exceed max_tokens, and then it stands alone.
-        assert count_tokens(c.text) <= max_tokens or c.text in tables
+        assert count_tokens(c.embed_text) <= max_tokens  # the model reads every token of every chunk
         assert c.heading_path == ("S",)
-    for table in tables:  # every table whole, in exactly one chunk
-        assert sum(c.text.count(table) for c in chunks) == 1
+    for block in blocks:
+        if block.kind != "table":
+            continue
+        if count_tokens(block.text) <= text_budget:  # a table that fits is whole, in exactly one chunk
+            assert sum(c.text.count(block.text) for c in chunks) == 1
+        else:  # a bigger one is cut between rows: every row exactly once
+            for row in block.text.split("\n")[2:]:
+                assert sum(c.text.count(row + "\n") + c.text.endswith(row) for c in chunks) == 1
     # No text is lost: every source word appears, in order, in the chunk stream.
     stream = " ".join(c.text for c in chunks).split()
     position = 0

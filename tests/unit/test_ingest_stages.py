@@ -141,7 +141,7 @@ def test_stages_without_ray_build_the_in_process_segment(make_runtime, tmp_path)
     docs.mkdir()
     for number in range(3):
         (docs / f"p{number}.md").write_text(GOOD.replace("25", str(20 + number)))
-    (docs / "broken.md").write_text("no heading\n")
+    (docs / "broken.md").write_text("---\ntitle: only front matter\n---\n")
     local = make_runtime()
     acl = AclSpec.from_groups(["staff"])
     local.ingestor().ingest("t", discover([docs]), acl)
@@ -149,7 +149,7 @@ def test_stages_without_ray_build_the_in_process_segment(make_runtime, tmp_path)
 
     outcomes = _run_stages(config, records_from_paths("t", [docs]), acl, tmp_path / "staging").to_pylist()
     assert [(o["document_id"], o["status"], o["code"]) for o in outcomes] == [
-        ("broken", "failed", "no_headings"), ("p0", "published", None), ("p1", "published", None),
+        ("broken", "failed", "no_content"), ("p0", "published", None), ("p1", "published", None),
         ("p2", "published", None)]
     published = [o for o in outcomes if o["status"] == "published"]
     build = TenantBuild("t", tuple({o["file"] for o in published}), frozenset(o["doc_order"] for o in published),

@@ -19,6 +19,7 @@ def _bad_inputs(directory):
     (directory / "empty.md").write_bytes(b"")
     (directory / "random.pdf").write_bytes(os.urandom(4096))
     (directory / "invalid-utf8.md").write_bytes(b"# Title\n\nbad \xff\xfe bytes here\n")
+    (directory / "no-text.md").write_text("---\ntitle: Moved\nredirect_to: /elsewhere/\n---\n")
     (directory / "no-headings.md").write_text("just a paragraph with no heading and no title at all.\n")
     with open(directory / "huge.txt", "wb") as handle:
         handle.truncate(50 * 1024 * 1024)  # a 50 MB (sparse) file
@@ -30,8 +31,9 @@ def test_bad_inputs_are_dead_lettered_and_the_rest_published(make_runtime, tmp_p
     report = runtime.ingestor().ingest("t", discover([_bad_inputs(tmp_path / "docs")]), AclSpec.from_groups(["staff"]))
     outcomes = {f.document_id: f for f in report.files}
     assert outcomes["good"].status == "published"
+    assert outcomes["no-headings"].status == "published"  # a page with no heading is a document
     expected_codes = {"empty": "input_rejected", "random": "pdf_unreadable", "invalid-utf8": "invalid_utf8",
-                      "no-headings": "no_headings", "huge": "input_rejected"}
+                      "no-text": "no_content", "huge": "input_rejected"}
     for document_id, code in expected_codes.items():
         outcome = outcomes[document_id]
         assert outcome.status == "failed", document_id
@@ -44,7 +46,7 @@ def test_bad_inputs_are_dead_lettered_and_the_rest_published(make_runtime, tmp_p
     job = runtime.catalog.get_job(report.job_id)
     assert job["status"] == "partial" and job["report"]["failed"] == 5
     passages = runtime.retriever.retrieve(STAFF, "annual leave days").passages
-    assert [p.document_id for p in passages] == ["good"]
+    assert passages[0].document_id == "good" and {p.document_id for p in passages} == {"good", "no-headings"}
 
 
 def test_rerun_is_idempotent(make_runtime, tmp_path):
@@ -97,7 +99,7 @@ def test_dead_letters_replayed_after_the_file_is_fixed(make_runtime, tmp_path):
     docs = tmp_path / "docs"
     docs.mkdir()
     broken = docs / "broken.md"
-    broken.write_text("no heading here\n")
+    broken.write_text("---\ntitle: nothing but front matter\n---\n")
     runtime.ingestor().ingest("t", discover([docs]), AclSpec.from_groups(["staff"]))
     assert len(runtime.catalog.dead_letters("t")) == 1
     broken.write_text(GOOD)
@@ -127,7 +129,7 @@ def test_embed_failure_dead_letters_only_that_document(make_runtime, tmp_path):
     assert statuses == {"leave": ("published", None), "poison": ("failed", "embed_error")}
 
 
-def test_front_matter_metadata_and_acl_file(make_runtime, tmp_path):
+def test_front_matter_metadata_and_acl_file_when_the_operator_trusts_front_matter(make_runtime, tmp_path):
     runtime = make_runtime()
     docs = tmp_path / "docs"
     docs.mkdir()
@@ -136,7 +138,7 @@ def test_front_matter_metadata_and_acl_file(make_runtime, tmp_path):
     (docs / "draft.md").write_text("---\ntitle: Draft\nstatus: draft\n---\n\n# Draft\n\nNot approved.\n")
     acl_file = tmp_path / "acl.yaml"
     acl_file.write_text("default: [staff]\ndocuments:\n  exec-allowance: [exec]\n")
-    report = runtime.ingestor().ingest("t", discover([docs]), AclSpec.from_file(acl_file))
+    report = runtime.ingestor().ingest("t", discover([docs], trust_front_matter=True), AclSpec.from_file(acl_file))
     statuses = {f.document_id: f.status for f in report.files}
     assert statuses == {"exec-allowance": "published", "draft": "skipped"}
     record = runtime.catalog.get_document("t", "exec-allowance")

@@ -118,11 +118,17 @@ def test_truncated_pdf_is_a_parse_error():
 # --- Markdown -------------------------------------------------------------------------------------
 
 
-def test_markdown_without_headings_or_title_is_rejected():
+def test_markdown_without_headings_or_title_is_titled_by_its_file_name():
+    parsed = parse_bytes(b"Just a paragraph.\n\nAnother one.\n", "docs/how-to-submit.md", max_bytes=LIMIT)
+    assert parsed.title == "how-to-submit"
+    assert [s.heading_path for s in parsed.sections] == [("how-to-submit",)]
+    assert [b.text for b in parsed.sections[0].blocks] == ["Just a paragraph.", "Another one."]
+
+
+def test_markdown_with_only_front_matter_has_no_content():
     with pytest.raises(ParseError) as info:
-        md("Just a paragraph.\n\nAnother one.\n")
-    assert info.value.code == "no_headings"
-    assert "no location" in str(info.value)
+        parse_bytes(b"---\ntitle: Moved\nredirect_to: /elsewhere/\n---\n", "moved.md", max_bytes=LIMIT)
+    assert info.value.code == "no_content"
 
 
 def test_markdown_title_alone_is_enough_location():
@@ -388,11 +394,11 @@ def test_text_headings_are_detected():
     assert parsed.format == "text"
 
 
-def test_text_without_headings_is_rejected():
-    with pytest.raises(ParseError) as info:
-        parse_bytes(b"just some words, lower case, no heading at all.\n\nmore words here.\n", "n.txt",
-                    max_bytes=LIMIT)
-    assert info.value.code == "no_headings"
+def test_text_without_headings_is_titled_by_its_file_name():
+    parsed = parse_bytes(b"just some words, lower case, no heading at all.\n\nmore words here.\n", "n.txt",
+                         max_bytes=LIMIT)
+    assert parsed.title == "n" and [s.heading_path for s in parsed.sections] == [("n",)]
+    assert len(parsed.sections[0].blocks) == 2
 
 
 def test_file_without_extension_is_plain_text():
