@@ -4,8 +4,9 @@ An incremental publish writes a small delta segment over the published base: the
 the base was built, plus tombstones for the base rows no longer live. That costs the rows since the
 base, not the tenant. Compaction rebuilds the base from the live rows when the delta or the
 tombstones grow past their thresholds (a large delta is scanned exactly on every query; tombstones
-waste memory and make every search filtered), when the tier or the embedding model changes, or when
-the tenant is small enough that a rebuild costs seconds anyway.
+waste memory and make every search filtered), when the tier changes, or when the tenant is small
+enough that a rebuild costs seconds anyway. A change of embedding model is not a compaction: stored
+vectors of another model are never reused, the live rows are embedded again (citadel.reembed).
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ class PublishedStack:
     base_rows: int
     base_tier: str
     base_model: str
+    base_dim: int
     base_documents: list[str]
     base_versions: list[int]
     delta_table: pa.Table | None
@@ -57,7 +59,7 @@ def read_stack(root: Path, published: str | None) -> PublishedStack | None:
     if base_id != published:
         delta_table = pq.read_table(root / published / CHUNKS)
         delta_vectors = np.load(root / published / VECTORS)
-    return PublishedStack(base_id, keys.num_rows, base["tier"], base["model_id"],
+    return PublishedStack(base_id, keys.num_rows, base["tier"], base["model_id"], int(base["dim"]),
                           keys.column("document_id").to_pylist(), keys.column("version").to_pylist(),
                           delta_table, delta_vectors)
 
@@ -77,7 +79,7 @@ class PublishPlan:
 
 
 def plan_publish(stack: PublishedStack | None, live: Mapping[str, int], new_rows: int, tenant_id: str,
-                 model_id: str, config: IndexConfig, force_rebuild: bool = False) -> PublishPlan:
+                 model_id: str, dim: int, config: IndexConfig, force_rebuild: bool = False) -> PublishPlan:
     """Decide delta or rebuild for a publish adding `new_rows` rows and keeping the `live` versions."""
     if stack is None:
         return PublishPlan(FIRST_BUILD, choose_tier(tenant_id, new_rows, config), np.zeros(0, np.int64), None, None)
@@ -91,18 +93,23 @@ def plan_publish(stack: PublishedStack | None, live: Mapping[str, int], new_rows
     delta_rows = new_rows + (kept_table.num_rows if kept_table is not None else 0)
     live_base_rows = int(base_live.sum())
     tier = choose_tier(tenant_id, live_base_rows + delta_rows, config)
-    reason = _rebuild_reason(stack, tier, len(tombstones), live_base_rows, delta_rows, model_id, config,
+    reason = _rebuild_reason(stack, tier, len(tombstones), live_base_rows, delta_rows, model_id, dim, config,
                              force_rebuild)
     return PublishPlan(reason, tier, tombstones, kept_table, kept_vectors)
 
 
+def model_changed(stack: PublishedStack | None, model_id: str, dim: int) -> bool:
+    """Whether the published vectors come from another embedding model (or dimension) than this one."""
+    return stack is not None and (stack.base_model, stack.base_dim) != (model_id, dim)
+
+
 def _rebuild_reason(stack: PublishedStack, tier: str, tombstones: int, live_base_rows: int, delta_rows: int,
-                    model_id: str, config: IndexConfig, force_rebuild: bool) -> str | None:
+                    model_id: str, dim: int, config: IndexConfig, force_rebuild: bool) -> str | None:
     delta_limit = min(config.delta_max_rows, config.delta_max_fraction * live_base_rows)
     checks = (
         (force_rebuild, FORCED),
         (stack.base_rows < config.delta_min_base_rows, SMALL_BASE),
-        (stack.base_model != model_id, MODEL_CHANGE),
+        (model_changed(stack, model_id, dim), MODEL_CHANGE),
         (tier != stack.base_tier, TIER_CHANGE),
         (tombstones > config.tombstone_max_fraction * stack.base_rows, TOMBSTONES),
         (delta_rows > delta_limit, DELTA_FULL),

@@ -38,3 +38,25 @@ class VerificationFailed(CitadelError):
     """A built segment failed its pre-publish checks; nothing is published."""
 
     code = "verification_failed"
+
+
+class InvalidTenant(CitadelError):
+    """A tenant id that is not a plain, lower-case ASCII name (citadel.types.validate_tenant_id).
+
+    Tenant ids name directories (`partitions/<tenant>/`), so one is checked before any path is formed."""
+
+    code = "invalid_tenant"
+
+
+class EmbeddingModelMismatch(CitadelError):
+    """A segment's vectors come from another embedding model (or dimension) than the query's: their
+    similarities mean nothing, so the segment is not searched until it is re-embedded."""
+
+    code = "embedding_model_mismatch"
+
+
+class ReembedRequired(CitadelError):
+    """A publish would put rows embedded by the published model beside rows of the configured one;
+    the tenant must be re-embedded first (`citadel reembed`, or any in-process ingest does it)."""
+
+    code = "reembed_required"

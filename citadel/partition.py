@@ -32,13 +32,13 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from citadel.config import IndexConfig
-from citadel.errors import VerificationFailed
+from citadel.errors import EmbeddingModelMismatch, VerificationFailed
 from citadel.index.base import VectorIndex
 from citadel.index.bm25 import BM25Index
 from citadel.index.exact import ExactIndex
 from citadel.index.factory import load_vector_index, make_vector_index
 from citadel.index.layered import Layer, LayeredVectorIndex
-from citadel.types import Chunk
+from citadel.types import Chunk, validate_tenant_id
 
 MANIFEST = "manifest.json"
 CHUNKS = "chunks.parquet"
@@ -71,6 +71,13 @@ CHUNK_SCHEMA = pa.schema(
         ("section_index", pa.int32()),
     ]
 )
+
+
+def tenant_root(partitions_dir: Path, tenant_id: str) -> Path:
+    """`<partitions_dir>/<tenant>`, the one place a tenant's directory is named. The id is validated
+    first, so no tenant id (`..`, `a/../b`, `/`, a NUL) can name a path outside `partitions_dir`,
+    and pruning one tenant can never touch another's segments."""
+    return Path(partitions_dir) / validate_tenant_id(tenant_id)
 
 
 def choose_tier(tenant_id: str, chunk_count: int, config: IndexConfig) -> str:
@@ -326,6 +333,18 @@ class Partition:
     def tier(self) -> str:
         return self.manifest["tier"]
 
+    def check_model(self, model_id: str, dim: int) -> None:
+        """Refuse a query vector of another embedding model (or dimension) than every segment's: the
+        similarities would be meaningless (or the search would fail on the shapes)."""
+        for segment in self.segments:
+            manifest = segment.manifest
+            if (manifest["model_id"], int(manifest["dim"])) != (model_id, int(dim)):
+                raise EmbeddingModelMismatch(
+                    f"tenant {manifest['tenant_id']!r} segment {segment.directory.name} was embedded with "
+                    f"{manifest['model_id']} ({manifest['dim']}-d) but queries are embedded with {model_id} "
+                    f"({dim}-d); it is not searched until `citadel reembed --tenant {manifest['tenant_id']}` "
+                    "finishes")
+
     @property
     def tombstones(self) -> int:
         """Base rows no longer live (superseded or withdrawn), waiting for compaction."""
@@ -397,9 +416,10 @@ def _probe_vector(partition: Partition, row: int) -> None:
         raise VerificationFailed(f"probe: chunk row {row} not found by its own vector")
 
 
-def prune_segments(root: Path, keep: set[str]) -> None:
-    """Delete segments no pointer names any more (keeping the bases the kept deltas stack on), and
-    leftovers of crashed builds."""
+def prune_segments(partitions_dir: Path, tenant_id: str, keep: set[str]) -> None:
+    """Delete the tenant's segments no pointer names any more (keeping the bases the kept deltas
+    stack on), and leftovers of crashed builds. Only ever inside `tenant_root`."""
+    root = tenant_root(partitions_dir, tenant_id)
     if not root.exists():
         return
     needed = {needed for segment_id in keep if (root / segment_id / MANIFEST).exists()

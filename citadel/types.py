@@ -3,11 +3,36 @@
 from __future__ import annotations
 
 import hashlib
+import json
+import re
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Literal, NewType
+
+from citadel.errors import InvalidTenant
 
 BlockKind = Literal["text", "table", "code"]
 DocStatus = Literal["draft", "published", "superseded", "archived", "withdrawn"]
+
+
+# A tenant id names a directory (`partitions/<tenant>/`) and prefixes chunk ids (`tenant:doc:vN:NNNN`),
+# so it is a plain lower-case ASCII name: it starts with a letter or digit (so never `.` or `..`), has
+# no `/`, `:`, whitespace or control characters, no look-alike Unicode, and case-insensitive
+# filesystems cannot merge two tenants. Checked with a FULL match (`$` would accept a trailing newline).
+TENANT_ID_MAX_CHARS = 63
+TENANT_ID_PATTERN = re.compile(rf"[a-z0-9][a-z0-9._-]{{0,{TENANT_ID_MAX_CHARS - 1}}}", re.ASCII)
+TenantId = NewType("TenantId", str)
+
+
+def validate_tenant_id(value: object) -> TenantId:
+    """`value` as a TenantId, or InvalidTenant. Every entry point (CLI, HTTP, manifests, the catalog,
+    the verified user context) and every function that forms a tenant's path calls it."""
+    if not isinstance(value, str):
+        raise InvalidTenant(f"tenant id must be a string, not {type(value).__name__}")
+    if not value.isascii() or TENANT_ID_PATTERN.fullmatch(value) is None:
+        shown = value[:TENANT_ID_MAX_CHARS + 1]
+        raise InvalidTenant(f"invalid tenant id {shown!r}: use 1-{TENANT_ID_MAX_CHARS} characters of a-z, "
+                            "0-9, '.', '_' or '-', starting with a letter or digit")
+    return TenantId(value)
 
 
 def content_hash(data: str | bytes) -> str:
@@ -95,9 +120,14 @@ class Principal:
     user_id: str
     groups: frozenset[str]
 
+    def __post_init__(self) -> None:
+        validate_tenant_id(self.tenant_id)  # a principal names a partition: never a path outside it
+
     @property
     def acl_signature(self) -> str:
-        return content_hash(self.tenant_id + "|" + ",".join(sorted(self.groups)))[:16]
+        """A hash of the tenant and the sorted groups, encoded as a JSON list so no group name can
+        imitate a separator: {"a,b"} and {"a", "b"} are different signatures."""
+        return content_hash(json.dumps([self.tenant_id, sorted(self.groups)]))[:32]
 
 
 @dataclass(frozen=True)
@@ -113,6 +143,9 @@ class DocumentMeta:
     effective_date: str | None = None
     supersedes: str | None = None
     groups: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        validate_tenant_id(self.tenant_id)
 
 
 @dataclass

@@ -8,7 +8,7 @@ from typing import Optional
 
 import typer
 
-from citadel.cli.runtime import Runtime, make_progress
+from citadel.cli.runtime import Runtime, make_progress, tenant_option
 
 app = typer.Typer(help="Evaluation harnesses.", no_args_is_help=True)
 
@@ -18,7 +18,8 @@ def beir(
     data: Path = typer.Option(..., "--data", help="BEIR dataset directory (corpus, queries.jsonl, qrels/)."),
     split: str = typer.Option("test", "--split"),
     mode: str = typer.Option("hybrid", "--mode", help="bm25 | dense | hybrid | hybrid+rerank | all"),
-    tenant: str = typer.Option("beir-scifact", "--tenant", help="Tenant the corpus is indexed under."),
+    tenant: str = typer.Option("beir-scifact", "--tenant", help="Tenant the corpus is indexed under.",
+                               callback=tenant_option),
     limit: Optional[int] = typer.Option(None, "--limit", help="Evaluate only the first N queries."),
     rerank_depth: int = typer.Option(50, "--rerank-depth", help="Fused candidates the reranker reorders."),
     as_json: bool = typer.Option(False, "--json"),

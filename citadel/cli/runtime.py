@@ -78,3 +78,19 @@ def make_progress():
             print(f"[{stage}] {done}/{total}", file=sys.stderr, flush=True)
 
     return log, nullcontext()
+
+
+def tenant_option(value: str | None) -> str | None:
+    """The `--tenant` callback of every command: an invalid tenant id is a usage error (exit 2)
+    before a catalog, a directory or a job is touched."""
+    import typer
+
+    from citadel.errors import InvalidTenant
+    from citadel.types import validate_tenant_id
+
+    if value is None:
+        return None
+    try:
+        return validate_tenant_id(value)
+    except InvalidTenant as error:
+        raise typer.BadParameter(str(error)) from None

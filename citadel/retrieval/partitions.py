@@ -7,7 +7,8 @@ from collections import OrderedDict
 from pathlib import Path
 
 from citadel.catalog.base import Catalog
-from citadel.partition import Partition, Segment
+from citadel.partition import Partition, Segment, tenant_root
+from citadel.types import validate_tenant_id
 
 
 class PartitionCache:
@@ -20,6 +21,7 @@ class PartitionCache:
 
     def get(self, tenant_id: str) -> Partition | None:
         """The partition the pointer names now (a new pointer loads the new segment)."""
+        validate_tenant_id(tenant_id)  # before the catalog or the filesystem sees it
         segment_id = self._catalog.published_segment(tenant_id)
         if segment_id is None:
             return None
@@ -28,7 +30,7 @@ class PartitionCache:
             if key in self._loaded:
                 self._loaded.move_to_end(key)
                 return self._loaded[key]
-        partition = Partition(self._root / tenant_id / segment_id, loaded=self._loaded_segments(tenant_id))
+        partition = Partition(tenant_root(self._root, tenant_id) / segment_id, loaded=self._loaded_segments(tenant_id))
         with self._lock:
             self._loaded[key] = partition
             self._evict_stale(tenant_id, segment_id)

@@ -121,12 +121,14 @@ class Retriever:
             started = time.perf_counter()
             try:
                 query_vector = self._embedder.embed_queries([query])
+                query_model = (self._embedder.model_id, self._embedder.dim)
             except Exception as error:  # embedder down, slow (breaker open) or failing: keyword only, visibly
                 log.warning("embedder unavailable, keyword-only retrieval: %s", error)
                 degraded.append(KEYWORD_ONLY)
                 query_vector = None
             timings["embed_ms"] = _ms_since(started)
             if query_vector is not None:
+                partition.check_model(*query_model)  # never compare vectors of two models: a clear error
                 started = time.perf_counter()
                 vector_rows = self._vector_search(partition, query_vector, allowed, plan, k)
                 timings["vector_ms"] = _ms_since(started)

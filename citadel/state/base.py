@@ -23,7 +23,7 @@ SECONDS_PER_DAY = 86_400
 # Costs are counted in integer millionths so both backends add exactly (no float drift at the limit).
 COST_SCALE = 1_000_000
 # Bumped whenever question normalisation or the hashed material changes, so stale keys simply miss.
-CACHE_KEY_VERSION = "v1"
+CACHE_KEY_VERSION = "v2"  # v2: the ACL signature hashes a JSON list of groups, not a comma join
 _TRAILING_PUNCTUATION = "?!."
 _WHITESPACE = re.compile(r"\s+")
 
@@ -90,7 +90,10 @@ def normalise_question(question: str) -> str:
 
 
 def answer_cache_key(tenant_id: str, acl_signature: str, question: str, source_versions: str) -> str:
-    """SHA-256 over everything that can change an answer: a new ACL or published version is a new key."""
+    """SHA-256 over everything that can change an answer: a new ACL or published version is a new key.
+
+    The material is a JSON list, a canonical encoding: no field's content can imitate a separator, so
+    two different (tenant, signature, question, versions) never hash the same material."""
     material = json.dumps([CACHE_KEY_VERSION, tenant_id, acl_signature, normalise_question(question), source_versions])
     return hashlib.sha256(material.encode("utf-8")).hexdigest()
 
