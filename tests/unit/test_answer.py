@@ -100,8 +100,9 @@ def record(document_id: str, title: str, effective_date: str | None = None, supe
 def answer_runtime(make_runtime, tmp_path):
     def build(with_old_edition: bool = False, **answer):
         runtime = make_runtime(answer={**HASH_GATE, **answer})
-        runtime.ingestor().ingest("t", discover([write_corpus(tmp_path, with_old_edition)]),
-                                  AclSpec.from_groups(["staff"]))
+        # an operator's corpus whose editions carry their effective dates in front matter
+        corpus = discover([write_corpus(tmp_path, with_old_edition)], trust_front_matter=True)
+        runtime.ingestor().ingest("t", corpus, AclSpec.from_groups(["staff"]))
         return runtime
 
     return build
