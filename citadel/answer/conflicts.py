@@ -12,21 +12,21 @@ draft for next year), so the answer names both and lets the reader decide.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from typing import Mapping, Sequence
 
+from citadel import regex
 from citadel.answer.expand import Source
 from citadel.catalog.base import DocumentRecord
 
 VERSIONS, SUPERSEDES, EFFECTIVE_DATES = "versions", "supersedes", "effective_dates"
 # Words and numbers that distinguish editions of one document rather than different documents.
-EDITION_WORDS = re.compile(
+EDITION_WORDS = regex.compile("answer.conflicts.edition_words",
     r"\b(?:(?:19|20)\d\d(?:[-/.]\d{1,2}){0,2}|v(?:ersion)?\s*\d+(?:\.\d+)*|rev(?:ision|ised)?|updated|"
     r"draft|old|new|current|latest|final|edition|amended)\b",
-    re.IGNORECASE,
+    regex.IGNORECASE,
 )
-NON_WORD = re.compile(r"[^a-z0-9]+")
+NON_WORD = regex.compile("answer.conflicts.non_word", r"[^a-z0-9]+")
 
 
 @dataclass(frozen=True)

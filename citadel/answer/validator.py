@@ -13,26 +13,33 @@ When nothing survives, the answer falls back to quoting the top evidence with it
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from typing import Sequence
 
+from citadel import regex
 from citadel.answer.expand import Source, source_terms
 from citadel.answer.generators import select_evidence
 from citadel.answer.text import LIST_BULLET, content_terms
 
-MARKER = re.compile(r"\[(\d+(?:\s*[,;]\s*\d+)*)\]")
+MARKER = regex.compile("answer.validator.marker", r"\[(\d+(?:\s*[,;]\s*\d+)*)\]")
 # Small models write "source 2" or "[Source 2]" instead of "[2]"; read those as markers, or their
 # number would count as an invented figure.
-SOURCE_MENTION = re.compile(r"\b(?:according to\s+(?:the\s+)?)?\[?\bsources?\s+(\d+)\]?,?", re.IGNORECASE)
-LEADING_MARKERS = re.compile(r"^(?:\s*\[\d+(?:\s*[,;]\s*\d+)*\])+")
-URL = re.compile(r"(?:https?://|www\.)[^\s<>\"'\]\)]+", re.IGNORECASE)
-EMAIL = re.compile(r"[\w.+-]+@[\w-]+(?:\.[\w-]+)+")
+SOURCE_MENTION = regex.compile(
+    "answer.validator.source_mention", r"\b(?:according to\s+(?:the\s+)?)?\[?\bsources?\s+(\d+)\]?,?", regex.IGNORECASE
+)
+LEADING_MARKERS = regex.compile("answer.validator.leading_markers", r"^(?:\s*\[\d+(?:\s*[,;]\s*\d+)*\])+")
+URL = regex.compile("answer.validator.url", r"(?:https?://|www\.)[^\s<>\"'\]\)]+", regex.IGNORECASE)
+EMAIL = regex.compile("answer.validator.email", r"[\w.+-]+@[\w-]+(?:\.[\w-]+)+")
 # Figures: amounts, counts, percentages, dates' numbers. Not preceded by a letter or digit so
 # "v2" or "SHA256" are words, not figures; the same pattern reads the sources, so forms agree.
-FIGURE = re.compile(r"(?<![\w.])[$€£]?\d[\d,]*(?:\.\d+)?%?")
-ANSWER_BREAK = re.compile(r"(?<=[.!?])\s+|\n+")
-TRAILING_PUNCTUATION = re.compile(r"[.!?]+$")
+# (The character before is matched, or the text's edge, and `figures` resumes after each figure.)
+FIGURE = regex.compile("answer.validator.figure", r"(?:^|[^\w.])(?P<figure>[$€£]?\d[\d,]*(?:\.\d+)?%?)")
+# Whitespace after ".", "!" or "?", or line breaks: the cut is the whitespace.
+ANSWER_BREAK = regex.compile("answer.validator.answer_break", r"[.!?](?P<cut>\s+)|(?P<lines>\n+)")
+MARKER_LIST_SEPARATOR = regex.compile("answer.validator.marker_list_separator", r"\s*[,;]\s*")
+SPACE_BEFORE_PUNCTUATION = regex.compile("answer.validator.space_before_punctuation", r"\s+([.,;:!?])")
+SPACE_RUN = regex.compile("answer.validator.space_run", r"\s{2,}")
+TRAILING_PUNCTUATION = regex.compile("answer.validator.trailing_punctuation", r"[.!?]+$")
 URL_TRAILING = ".,;:"
 DEFAULT_MIN_SUPPORT = 0.5
 
@@ -49,7 +56,7 @@ class ValidatedAnswer:
 def split_claims(text: str) -> list[str]:
     """Answer sentences, each keeping the markers written right after its full stop."""
     claims: list[str] = []
-    for piece in (p.strip() for p in ANSWER_BREAK.split(text)):
+    for piece in (p.strip() for p in ANSWER_BREAK.split_at(text, "cut", "lines")):
         leading = LEADING_MARKERS.match(piece)
         if leading and claims:
             claims[-1] = f"{claims[-1]} {leading.group(0).strip()}"
@@ -61,13 +68,13 @@ def split_claims(text: str) -> list[str]:
 
 
 def marker_numbers(claim: str) -> list[int]:
-    return [int(n) for group in MARKER.findall(claim) for n in re.split(r"\s*[,;]\s*", group)]
+    return [int(n) for group in MARKER.findall(claim) for n in MARKER_LIST_SEPARATOR.split(group)]
 
 
 def strip_markers(claim: str) -> str:
     text = MARKER.sub("", claim)
-    text = re.sub(r"\s+([.,;:!?])", r"\1", text)
-    text = re.sub(r"\s{2,}", " ", text).strip()
+    text = SPACE_BEFORE_PUNCTUATION.sub(r"\1", text)
+    text = SPACE_RUN.sub(" ", text).strip()
     return text[:1].upper() + text[1:]  # "[1] travel needs..." lost its first word to the marker
 
 
@@ -161,7 +168,7 @@ def remove_unsupported_links(body: str, evidence: str) -> tuple[str, int]:
     """Remove URLs and e-mail addresses that do not occur in the evidence text (lowercased)."""
     removed = 0
 
-    def keep_or_drop(match: re.Match) -> str:
+    def keep_or_drop(match: object) -> str:
         nonlocal removed
         link = match.group(0).rstrip(URL_TRAILING)
         trailing = match.group(0)[len(link):]
@@ -172,15 +179,15 @@ def remove_unsupported_links(body: str, evidence: str) -> tuple[str, int]:
 
     body = URL.sub(keep_or_drop, body)
     body = EMAIL.sub(keep_or_drop, body)
-    body = re.sub(r"\s+([.,;:!?])", r"\1", re.sub(r"\s{2,}", " ", body)).strip()
+    body = SPACE_BEFORE_PUNCTUATION.sub(r"\1", SPACE_RUN.sub(" ", body)).strip()
     return body, removed
 
 
 def has_unsupported_figure(body: str, evidence: str) -> bool:
-    stated = {figure_value(m.group(0)) for m in FIGURE.finditer(strip_links(body))}
+    stated = {figure_value(m.group("figure")) for m in FIGURE.scan(strip_links(body), resume="figure")}
     if not stated:
         return False
-    present = {figure_value(m.group(0)) for m in FIGURE.finditer(evidence)}
+    present = {figure_value(m.group("figure")) for m in FIGURE.scan(evidence, resume="figure")}
     return not stated <= present
 
 
@@ -195,8 +202,8 @@ def with_markers(body: str, numbers: Sequence[int]) -> str:
 
 def renumber_markers(text: str, mapping: dict[int, int]) -> str:
     """Rewrite `[n]` markers through `mapping` (source number → citation number)."""
-    def rewrite(match: re.Match) -> str:
-        numbers = [mapping[int(n)] for n in re.split(r"\s*[,;]\s*", match.group(1)) if int(n) in mapping]
+    def rewrite(match: object) -> str:
+        numbers = [mapping[int(n)] for n in MARKER_LIST_SEPARATOR.split(match.group(1)) if int(n) in mapping]
         return "".join(f"[{n}]" for n in numbers)
 
     return MARKER.sub(rewrite, text)

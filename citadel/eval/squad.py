@@ -14,13 +14,13 @@ from __future__ import annotations
 
 import json
 import random
-import re
 import string
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
+from citadel import regex
 from citadel.eval.rag import SHARED_DATA, _SectionTexts
 from citadel.ingestion import document_id_for
 
@@ -97,7 +97,7 @@ def ensure_indexed(runtime, data: SquadData, tenant: str = DEFAULT_TENANT, progr
 
 # Answer normalisation of the official SQuAD evaluation script: lower case, no punctuation, no
 # articles, single spaces.
-_ARTICLES = re.compile(r"\b(a|an|the)\b")
+_ARTICLES = regex.compile("eval.squad.articles", r"\b(a|an|the)\b")
 _PUNCTUATION = str.maketrans("", "", string.punctuation)
 
 

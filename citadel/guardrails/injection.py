@@ -17,13 +17,15 @@ from __future__ import annotations
 
 import base64
 import binascii
-import re
+import bisect
 import threading
 import unicodedata
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from citadel.guardrails.text import compile_all, first_match, normalise, with_needles
+from citadel import regex
+from citadel.guardrails.text import CodeCheck, compile_all, first_match, normalise, with_check, with_needles
+from citadel.regex import Candidate
 
 # Above this probability the classifier alone flags a text.
 DEFAULT_CLASSIFIER_THRESHOLD = 0.5
@@ -42,16 +44,51 @@ DEFAULT_CUES_ALONE = 4
 MAX_ANALYSED_CHARS = 20_000
 
 # "Can I ignore this warning?" is the user deciding for themselves, not an order to the assistant.
-# The leading look-ahead on the verbs' first letters lets the regex engine skip most positions
-# before it evaluates the look-behinds (3x faster on a typical passage).
-_NOT_FIRST_PERSON = r"(?=[idfobsan])(?<!\bi )(?<!\bi only )(?<!\bi just )(?<!\bwe )(?<!\bi safely )"
+# RE2 has no look-behind, so the words before an override verb are checked in code.
+_FIRST_PERSON_BEFORE = ("i ", "i only ", "i just ", "we ", "i safely ")
+
+
+def _is_word_char(char: str) -> bool:
+    return char.isalnum() or char == "_"
+
+
+def _said_of_oneself(candidate: Candidate) -> bool:
+    """True when the candidate's first word follows "i ", "we ", "i only "... (a whole word)."""
+    before = candidate.before(12)
+    for prefix in _FIRST_PERSON_BEFORE:
+        if before.endswith(prefix):
+            head = before[:-len(prefix)]
+            if not head or not _is_word_char(head[-1]):
+                return True
+    return False
+
+
+def _forget_to(candidate: Candidate) -> bool:
+    """True when the candidate starts with "forget to" ("don't forget to attach the receipt")."""
+    text = candidate.group() + candidate.after(3)
+    if not text.startswith("forget"):
+        return False
+    rest = text[len("forget"):]
+    stripped = rest.lstrip()
+    return stripped != rest and stripped.startswith("to") and not (len(stripped) > 2 and _is_word_char(stripped[2]))
+
+
+def _an_order(candidate: Candidate) -> bool:
+    """The `accept` check of the override rules: not "i ignore...", not "forget to..."."""
+    return not _said_of_oneself(candidate) and not _forget_to(candidate)
+
+
+def _not_forget_to(candidate: Candidate) -> bool:
+    return not _forget_to(candidate)
+
 # Words an instruction-override aims at ("ignore all previous instructions").
 _INSTRUCTION_NOUNS = (
     r"(instructions?|directives?|prompts?|rules|guidelines|commands?|context|messages?|programming|restrictions"
     r"|constraints|polic(y|ies)|guidance|tasks?|orders|training|conversation)"
 )
 # "forget to ..." is ordinary English ("don't forget to attach the receipt"), so it is excluded.
-_OVERRIDE_VERBS = r"(ignore|disregard|forget(?!\s+to\b)|overlook|bypass|override|skip|discard|abandon|drop|neglect)"
+# ("forget to ..." is rejected by `_forget_to`, in code.)
+_OVERRIDE_VERBS = r"(ignore|disregard|forget|overlook|bypass|override|skip|discard|abandon|drop|neglect)"
 _EARLIER = r"(previous|prior|above|earlier|preceding|former|all|any|your|initial|original|system|those|these|the)"
 _ASK = (
     r"(what('s| is| was| are| would)|tell|share|give|confirm|provide|reveal|write|say|print|spell|show|send|"
@@ -64,8 +101,9 @@ _MODE_NAMES = (
 )
 _REPLY = r"(reply|replies|response|responses|answer|answers|message|output|outputs|completion)"
 # Within one sentence: punctuation followed by a non-space (www.example.com, "overnight!") is inside a
-# token or a quotation and does not end the sentence.
-SENTENCE_GAP = r"(?:[^.?!\n]|[.?!](?=\S))"
+# token or a quotation and does not end the sentence. (Written without look-ahead for RE2: the
+# punctuation and the character after it are one step.)
+SENTENCE_GAP = r"(?:[^.?!\n]|[.?!]{1,8}[^\s.?!])"
 REPLY_EDIT_VERBS = (
     r"(add|include|insert|integrate|incorporate|append|prepend|modify|alter|enhance|augment|encode|encrypt|translate"
     r"|reverse|render|rewrite|replace|substitute|convert|shift|mention|suggest|promote|hint|allude|spread|embed"
@@ -81,38 +119,167 @@ COUNTERFACTUAL_FRAME = (
 COUNTERFACTUAL_NEEDLES = ("parallel", "alternate", "alternative", "different", "fictional", "hypothetical",
                           "for the purpose", "for the sake")
 
+# Look-arounds written as code (RE2, which guarantees linear time, has none). Each reads a bounded
+# window or makes one pass over the text.
+_STATE_WORDS = frozenset(
+    "able ready logged signed eligible allowed required responsible done in on at set going enrolled registered"
+    " subscribed part free connected being also only just here there seeing using talking chatting".split()
+)
+
+
+def _not_a_state_word(candidate: Candidate) -> bool:
+    """"you are now <word>" is a persona switch unless <word> describes a state ("you are now able")."""
+    first = candidate.group("now_word")
+    if first is None:
+        return True
+    rest = candidate.after(20, "now_word")
+    word = first + rest[:len(rest) - len(rest.lstrip("abcdefghijklmnopqrstuvwxyz0123456789_"))]
+    return word not in _STATE_WORDS
+
+
+_COMMENT_CUE = regex.compile(
+    "guardrails.injection.comment_cue",
+    r"(ignore|disregard|say|state|tell|respond|reply|instruct\w*|follow this link|you must|assistant|ai)\b",
+    regex.IGNORECASE,
+)
+_COMMENT_GAP_LIMIT = 300
+
+
+def _positions(text: str, needle: str) -> list[int]:
+    """Every index where `needle` starts in `text` (one pass)."""
+    found, at = [], text.find(needle)
+    while at >= 0:
+        found.append(at)
+        at = text.find(needle, at + 1)
+    return found
+
+
+def _hidden_comment_instruction(text: str) -> bool:
+    """An instruction word inside an HTML comment: after "<!--" on the same line, within 300
+    characters, with no "-->" between, and not inside a longer word or after a hyphen. The nearest
+    "<!--" before a word has the shortest gap, so it alone decides (bisection keeps this linear)."""
+    openings = _positions(text, "<!--")
+    if not openings:
+        return False
+    closings, newlines = _positions(text, "-->"), _positions(text, "\n")
+    for cue in _COMMENT_CUE.finditer(text):
+        start = cue.start()
+        if start and (_is_word_char(text[start - 1]) or text[start - 1] == "-"):
+            continue
+        index = bisect.bisect_right(openings, start - 4) - 1
+        if index < 0 or start - openings[index] - 4 > _COMMENT_GAP_LIMIT:
+            continue
+        gap_start = openings[index] + 4
+        line = bisect.bisect_left(newlines, gap_start)
+        if line < len(newlines) and newlines[line] < start:
+            continue
+        closing = bisect.bisect_left(closings, gap_start)
+        if closing < len(closings) and closings[closing] + 3 <= start:
+            continue
+        return True
+    return False
+
+
+_ASK_WORD = regex.compile("guardrails.injection.secret_ask", rf"\b{_ASK}\b", regex.IGNORECASE)
+_SECRET_MENTION = regex.compile(
+    "guardrails.injection.secret_mention", rf"\b(your|the|our( system'?s?)?|its)\s+(system\s+)?{_SECRET}\b",
+    regex.IGNORECASE,
+)
+# "the password policy", "your password manager": about passwords, not asking for one.
+_SECRET_TOPIC = regex.compile(
+    "guardrails.injection.secret_topic",
+    r"\s*(polic(y|ies)|requirements?|rules|manager|managers|reset|rotation|length|strength|complexity|expir\w*"
+    r"|change|changes|hygiene|best practices|guidelines|standards?|management|vault|protection|security)",
+    regex.IGNORECASE,
+)
+# Between the request and the secret: one sentence, and not "...the rules require your password".
+_ASK_GAP_BREAK = regex.compile("guardrails.injection.secret_gap_break", r"[.?!\n]|requir|expect|polic|rule")
+_ASK_GAP_LIMIT = 40
+_SECRET_IN_DISGUISE = regex.compile(
+    "guardrails.injection.secret_in_disguise",
+    r"\b(poem|haiku|story|acrostic|song|riddle|leetspeak|pig latin|base64|morse)\b[^.?!\n]{0,30}"
+        rf"\b(the|your|our)\s+{_SECRET}\b"
+        rf"|\b(the|your|our)\s+{_SECRET}\b[^.?!\n]{{0,20}}"
+        r"\b(in|into|as|using)\s+(leetspeak|pig latin|base\d+|morse|reverse|binary|hex)",
+    regex.IGNORECASE | regex.MULTILINE,
+)
+
+
+def _asks_for_the_secret(text: str) -> bool:
+    """"tell me ... the password": an ask word, then within 40 characters of one sentence (not
+    mentioning rules, requirements, expectations or policy) the secret, not followed by a word that
+    makes it a topic ("the password policy"). The nearest ask word before a mention has the
+    shortest gap, so it alone decides."""
+    ask_ends = [match.end() for match in _ASK_WORD.finditer(text)]
+    if not ask_ends:
+        return False
+    for mention in _SECRET_MENTION.finditer(text):
+        index = bisect.bisect_right(ask_ends, mention.start()) - 1
+        if index < 0:
+            continue
+        gap = text[ask_ends[index]:mention.start()]
+        if len(gap) > _ASK_GAP_LIMIT or _ASK_GAP_BREAK.search(gap):
+            continue
+        if not _SECRET_TOPIC.match(text[mention.end():mention.end() + 40]):
+            return True
+    return False
+
+
+# Morse code: a run of at least 9 groups of 1-6 dots and dashes, separated by whitespace (and an
+# optional "/"), holding both symbols (a run of dashes alone is an empty table or a list of blanks).
+_MORSE_RUN = regex.compile(
+    "guardrails.injection.morse_run", r"(?:^|[^.\-])([.\-]{1,6}(?:\s+/?\s*[.\-]{1,6}){8,})", regex.MULTILINE
+)
+_BYTE_SEQUENCE = regex.compile(
+    "guardrails.injection.byte_sequence",
+    r"\b[01]{8}(?:\s+[01]{8}){5,}\b"                  # binary bytes
+    r"|\b[0-9a-f]{2}(?:\s[0-9a-f]{2}){11,}\b",        # hex bytes
+    regex.IGNORECASE | regex.MULTILINE,
+)
+
+
+def _encoded_sequence(text: str) -> bool:
+    """A message written in Morse code, binary or hex bytes. Each Morse run is matched once, whole
+    (greedy, non-overlapping): a run of one symbol has no sub-run holding both."""
+    for match in _MORSE_RUN.finditer(text):
+        run = match.group(1)
+        if "." in run and "-" in run:
+            return True
+    return _BYTE_SEQUENCE.search(text) is not None
+
+
 # Each of these alone marks a text as an attack.
-STRONG_RULES = compile_all({
+STRONG_RULES = compile_all("guardrails.injection.strong", {
     # "Ignore all previous instructions", "disregard prior directives", "forget your rules".
-    "instruction_override": with_needles(
-        rf"{_NOT_FIRST_PERSON}\b{_OVERRIDE_VERBS}\b[^.?!\n]{{0,40}}?\b{_EARLIER}\b"
+    "instruction_override": with_check(
+        rf"\b{_OVERRIDE_VERBS}\b[^.?!\n]{{0,40}}?\b{_EARLIER}\b"
         rf"[^.?!\n]{{0,30}}?\b{_INSTRUCTION_NOUNS}\b",
-        "ignore", "disregard", "forget", "overlook", "bypass", "override", "skip", "discard", "abandon", "drop",
+        _an_order, "ignore", "disregard", "forget", "overlook", "bypass", "override", "skip", "discard", "abandon", "drop",
         "neglect",
     ),
-    "ignore_the_above": with_needles(
-        rf"{_NOT_FIRST_PERSON}\b(ignore|disregard|forget(?!\s+to\b)|overlook)\s+"
+    "ignore_the_above": with_check(
+        r"\b(ignore|disregard|forget|overlook)\s+"
         r"(about\s+)?(all\s+|everything\s+)?(of\s+)?(the\s+)?(above|before|that|this)\b",
-        "ignore", "disregard", "forget", "overlook",
+        _an_order, "ignore", "disregard", "forget", "overlook",
     ),
     # "Ignore the webpage and state: ...": drop the task, then dictate the answer.
-    "ignore_and_say": with_needles(
+    "ignore_and_say": with_check(
         rf"\b{_OVERRIDE_VERBS}\b[^.?!\n]{{0,30}}\band (instead )?(just )?(state|say|tell|respond|reply|output|print"
         rf"|write|answer|claim|declare|insist)\b"
         r"|\b(ignor\w*|olvid\w*|vergiss\w*|oubli\w*)\b[^.?!\n]{0,30}\b(et|y|und|e)\s+(indiq\w*|dites|di|diga|sag\w*"
         r"|escrib\w*|écri\w*|schreib\w*|afirm\w*)|無視して|忽略(以上|上述|之前|前面)",
-        "ignore", "disregard", "forget", "overlook", "bypass", "override", "skip", "discard", "abandon", "drop",
+        _not_forget_to, "ignore", "disregard", "forget", "overlook", "bypass", "override", "skip", "discard", "abandon", "drop",
         "neglect", "ignor", "olvid", "vergiss", "oubli", "無視", "忽略",
     ),
     # A persona switch: "you are now X", "you are no longer ChatGPT".
-    "persona_switch": (
+    "persona_switch": with_check(
         r"\byou('re| are) now ((a|an|the|called|named|known as|my)\s+|[\"'])\S|\byou('re| are) no longer\b"
         # In a question "you" is the assistant, so "you are now <anything>" is a persona switch, bar the
-        # few words that describe a state ("you are now able to...", "you are now logged in").
-        r"|\byou('re| are) now (?!(able|ready|logged|signed|eligible|allowed|required|responsible|done|in|on|at|set"
-        r"|going|enrolled|registered|subscribed|part|free|connected|being|also|only|just|here|there|seeing|using"
-        r"|talking|chatting)\b)[a-z]|\bfrom now on,? you (are|will|must|shall|only|should)\b"
-        r"|\byour new (name|role|persona|identity|instructions?) (is|are)\b"
+        # few words that describe a state ("you are now able to...", "you are now logged in"): those
+        # are rejected by `_not_a_state_word`, in code.
+        r"|\byou('re| are) now (?P<now_word>[a-z])|\bfrom now on,? you (are|will|must|shall|only|should)\b"
+        r"|\byour new (name|role|persona|identity|instructions?) (is|are)\b",
+        lambda candidate: _not_a_state_word(candidate),
     ),
     # Bribes and threats aimed at the model.
     "bribe_or_threat": with_needles(
@@ -135,12 +302,12 @@ STRONG_RULES = compile_all({
         r"|city of residence|bank (balance|details)|password|passcode|personal data)\b",
         "imagine", "suppose", "pretend", "hypothetical", "in a world", "in this ",
     ),
-    "ignore_what_you_were_told": with_needles(
+    "ignore_what_you_were_told": with_check(
         rf"\b{_OVERRIDE_VERBS}\b[^.?!\n]{{0,30}}\b"
         r"(you('ve| have)? (been|were) (told|instructed|taught|programmed)|you were told)"
         rf"|\b{_OVERRIDE_VERBS}\s+(everything|all)( that)? you('ve| have)? "
         r"(learn(ed|t)|know|been told|were told|were taught)",
-        "ignore", "disregard", "forget", "overlook", "bypass", "override", "skip", "discard", "abandon", "drop",
+        _not_forget_to, "ignore", "disregard", "forget", "overlook", "bypass", "override", "skip", "discard", "abandon", "drop",
         "neglect",
     ),
     # An answer dictated in advance: "... we might state: Your account has been compromised".
@@ -148,10 +315,7 @@ STRONG_RULES = compile_all({
         r"\b(might|could|would|should|must|will) (state|say|claim|declare|respond|reply|answer|output)\s*:"
     ),
     # Instructions hidden in an HTML comment, where a reader never sees them.
-    "hidden_comment_instruction": (
-        r"<!--(?:(?!-->)[^\n]){0,300}(?<![\w-])(ignore|disregard|say|state|tell|respond|reply|instruct\w*"
-        r"|follow this link|you must|assistant|ai)\b"
-    ),
+    "hidden_comment_instruction": CodeCheck(lambda text: _hidden_comment_instruction(text), ("<!--",)),
     # Persuasion that leans on a commitment the assistant never made.
     "false_commitment": r"\byou (agreed|promised|consented|committed)\b",
     "regardless_of_instructions": with_needles(
@@ -212,20 +376,15 @@ STRONG_RULES = compile_all({
         "mode", "override", "reset", "upgrade",
     ),
     # Getting the assistant to give up a secret it was told to keep (what the CyberSecEval cases probe).
-    "secret_request": with_needles(
-        rf"\b{_ASK}\b(?:(?!requir|expect|polic|rule)[^.?!\n]){{0,40}}"
-        rf"\b(your|the|our( system'?s?)?|its)\s+(system\s+)?{_SECRET}\b"
-        r"(?!\s*(polic(y|ies)|requirements?|rules|manager|managers|reset|rotation|length|strength|complexity|expir\w*"
-        r"|change|changes|hygiene|best practices|guidelines|standards?|management|vault|protection|security))"
-        r"|\b(poem|haiku|story|acrostic|song|riddle|leetspeak|pig latin|base64|morse)\b[^.?!\n]{0,30}"
-        rf"\b(the|your|our)\s+{_SECRET}\b"
-        rf"|\b(the|your|our)\s+{_SECRET}\b[^.?!\n]{{0,20}}"
-        r"\b(in|into|as|using)\s+(leetspeak|pig latin|base\d+|morse|reverse|binary|hex)",
-        "password", "passcode", "pass phrase", "passphrase", "secret", "confidential",
+    # (The first form, "<ask> ... the password" but not "the password policy", is `_asks_for_the_secret`.)
+    "secret_request": CodeCheck(
+        lambda text: _asks_for_the_secret(text) or bool(_SECRET_IN_DISGUISE.search(text)),
+        ("password", "passcode", "pass phrase", "passphrase", "secret", "confidential"),
     ),
     "secret_request_multilingual": with_needles(
-        r"(cu[aá]l es|quel est|was ist|qual [eéè]|dime|dites|sag|teile|compart\w*|d[aá]me|geben|donne"
-        r"|gib)\b[^.?!\n]{0,30}(contraseña|mot de passe|passwort|senha|password|parola d'ordine)"
+        # "qual é": RE2's \b is ASCII-only, so the accented form ends with a non-word character instead.
+        r"((cu[aá]l es|quel est|was ist|qual e|dime|dites|sag|teile|compart\w*|d[aá]me|geben|donne"
+        r"|gib)\b|qual [éè]([^\w]|$))[^.?!\n]{0,30}(contraseña|mot de passe|passwort|senha|password|parola d'ordine)"
         r"|(パスワード|비밀번호|密码|口令|пароль)[^\n]{0,40}(何ですか|は何|알려|무엇|是什么|是多少|какой|教えて|필요|提供して)"
         r"|(什么|какой|무엇)[^\n]{0,10}(パスワード|비밀번호|密码|пароль)",
         "contraseña", "mot de passe", "passwort", "senha", "password", "parola d'ordine", "パスワード", "비밀번호", "密码",
@@ -250,12 +409,8 @@ STRONG_RULES = compile_all({
         "decode", "interlace", "combine", "concatenate", "join", "assume we have", "part 1",
     ),
     # A message written in Morse code, binary or hex bytes.
-    "encoded_sequence": (
-        # Morse code: both symbols (a run of dashes alone is an empty table or a list of blanks).
-        r"(?<![.\-])(?=[\-\s/]*\.)(?=[.\s/]*\-)[.\-]{1,6}(?:\s+/?\s*[.\-]{1,6}){8,}"
-        r"|\b[01]{8}(?:\s+[01]{8}){5,}\b"                  # binary bytes
-        r"|\b[0-9a-f]{2}(?:\s[0-9a-f]{2}){11,}\b"          # hex bytes
-    ),
+    # (Its old single pattern cost k^7 on a run of k newlines between symbols: issue #12.)
+    "encoded_sequence": CodeCheck(lambda text: _encoded_sequence(text)),
     # Code meant to be pasted into the assistant's output (BIPIA code attacks).
     "code_insertion": with_needles(
         r"\b(integrate|incorporate|embed|insert|include|add|append|inject|blend|merge|fuse|infuse|interweave"
@@ -310,19 +465,22 @@ STRONG_RULES = compile_all({
 })
 
 # Rules applied to the text before lower-casing: names that are ordinary words in lower case.
-CASE_SENSITIVE_RULES = compile_all({
+CASE_SENSITIVE_RULES = compile_all("guardrails.injection.case_sensitive", {
     "jailbreak_name": r"\b(DAN|DUDE|STAN|AIM|UCAR|BetterDAN|AntiGPT|DevMode|NRAF|APOPHIS)\b",
     # "You are now Tyler", "You are now DAN": a persona switch to a named character.
-    "persona_switch": r"\b[Yy]ou('re| are) now [A-Z][\w-]*\b(?<!\bI)",
+    "persona_switch": with_check(
+        r"\b[Yy]ou('re| are) now (?P<name>[A-Z][\w-]*)\b",
+        lambda candidate: candidate.group("name") != "I" and not candidate.group("name").endswith("-I"),
+    ),
     # Where a named person lives: private data, not something a document answers.
     "user_data_probe": r"\b[Ww]here (does|do|is) [A-Z][a-z]+( [A-Z][a-z]+)? (currently |now )?(live|living|reside)\b",
-}, flags=re.MULTILINE)
+}, flags=regex.MULTILINE)
 
 # Rules that pick out an attack precisely in a document, but that benign role-play and fiction
 # requests to a chatbot also trip ("In an alternate universe where..., you would say", "a story about
 # an evil AI"). In a question they are heavy jailbreak cues (CUE_WEIGHTS), so they need another cue
 # or the classifier's support; in a retrieved passage they flag alone (planted.py).
-ROLE_PLAY_RULES = compile_all({
+ROLE_PLAY_RULES = compile_all("guardrails.injection.role_play", {
     # Telling the assistant to stop being itself: "don't respond as ChatGPT", "never act like an AI".
     "persona_disavowal": with_needles(
         r"\b(don'?t|do not|never|stop|no longer|not) (respond|answer|reply|act|talk|speak|behave|write)(ing)? (as|like)"
@@ -357,7 +515,7 @@ ROLE_PLAY_RULES = compile_all({
 })
 
 # Jailbreak cues: each is common in jailbreaks but also appears in benign role-play requests.
-JAILBREAK_CUES = compile_all({
+JAILBREAK_CUES = compile_all("guardrails.injection.cues", {
     "persona": (
         r"\b(act|acting|behave|respond|answer|reply|talk|speak) (as|like)\b"
         r"|\bpretend(ing)? (to be|you('re| are)|that)\b|\brole-?play\b|\bimpersonat\w+|\bpersonif\w+"
@@ -452,15 +610,18 @@ CUE_WEIGHTS = {
 
 # A hidden payload: hex, base64 or binary that decodes to readable text ("Ignore the function...").
 # A commit SHA or a checksum decodes to random bytes and is not flagged.
-_HEX_RUN = re.compile(r"\b(?:[0-9a-fA-F]{2}){16,}\b")
-_BASE64_RUN = re.compile(r"(?<![A-Za-z0-9+/])[A-Za-z0-9+/]{24,}={0,2}(?![A-Za-z0-9+/])")
+_HEX_RUN = regex.compile("guardrails.injection.hex_run", r"\b(?:[0-9a-fA-F]{2}){16,}\b")
+# A maximal run of base64 letters (the leftmost start of a greedy run is the run's first letter, so
+# the letters either side are not base64), padded as `_base64_padding` decides.
+_BASE64_RUN = regex.compile("guardrails.injection.base64_run", r"[A-Za-z0-9+/]{24,}")
+_BASE64_LETTERS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/")
 _MIN_DECODED_WORDS = 3
-_READABLE = re.compile(r"^[A-Za-z0-9 ,.'\"!?:;()\-]+$")
+_READABLE = regex.compile("guardrails.injection.readable", r"^[A-Za-z0-9 ,.'\"!?:;()\-]+\n?$")
 
 
 # A token repeated this many times in a row is a flood meant to push the instructions out of view.
 TOKEN_FLOOD_REPEATS = 10
-_WORD = re.compile(r"\w+")
+_WORD = regex.compile("guardrails.injection.word", r"\w+")
 
 
 def token_flood(text: str) -> bool:
@@ -483,13 +644,22 @@ def _readable_text(data: bytes) -> bool:
     return bool(_READABLE.match(decoded)) and len(decoded.split()) >= _MIN_DECODED_WORDS
 
 
+def _base64_padding(text: str, end: int) -> str:
+    """The "=" padding (up to two) after a base64 run at `end`, when no base64 letter follows it."""
+    for length in (2, 1):
+        padding = text[end:end + length]
+        if padding == "=" * length and (end + length >= len(text) or text[end + length] not in _BASE64_LETTERS):
+            return padding
+    return ""
+
+
 def encoded_payload(text: str) -> bool:
     """True when `text` carries hex or base64 that decodes to readable words."""
     for match in _HEX_RUN.finditer(text):
         if _readable_text(bytes.fromhex(match.group(0))):
             return True
     for match in _BASE64_RUN.finditer(text):
-        candidate = match.group(0)
+        candidate = match.group(0) + _base64_padding(text, match.end())
         try:
             data = base64.b64decode(candidate + "=" * (-len(candidate) % 4), validate=True)
         except (binascii.Error, ValueError):
@@ -508,8 +678,8 @@ CIPHER_MAX_PLAIN_HITS = 1       # common words in the window as written
 CIPHER_MIN_SHIFTED_HITS = 4     # common words after the best shift
 _LETTERS = "abcdefghijklmnopqrstuvwxyz"
 _SHIFTS = [str.maketrans(_LETTERS, _LETTERS[k:] + _LETTERS[:k]) for k in range(1, len(_LETTERS))]
-_LOWER_WORD = re.compile(r"[a-z]+")
-_MARKUP = re.compile(r"<[^>\n]{0,200}>|&\w+;")
+_LOWER_WORD = regex.compile("guardrails.injection.lower_word", r"[a-z]+")
+_MARKUP = regex.compile("guardrails.injection.markup", r"<[^>\n]{0,200}>|&\w+;")
 _COMMON_WORDS = frozenset(
     "the and to of in is it you that was for on are with as his they be at one have this from or had by not but"
     " what all were we when your can said there an each which she do how their if will up other about out many"

@@ -6,9 +6,9 @@ further than this check.
 
 from __future__ import annotations
 
-import re
-
-from citadel.guardrails.text import compile_all, first_match
+from citadel import regex
+from citadel.guardrails.text import compile_all, first_match, with_check
+from citadel.regex import Candidate
 
 # ISO/IEC 7812 primary account numbers are 13 to 19 digits long.
 CARD_MIN_DIGITS = 13
@@ -16,12 +16,15 @@ CARD_MAX_DIGITS = 19
 
 # The ways card numbers are written: one run of digits, groups of four ("4111 1111 1111 1111",
 # "4111-1111-1111-1111", a short last group for 19 digits) or the American Express 4-6-5 layout.
-# Letters or digits on either side mean it is part of something else (a hex string, an id).
-_CARD_CANDIDATE = re.compile(
-    r"(?<![\w-])(\d{%d,%d}|\d{4}(?:[ -]\d{4}){2,3}(?:[ -]\d{1,3})?|\d{4}[ -]\d{6}[ -]\d{4,5}"
-    r")(?![\w-])" % (CARD_MIN_DIGITS, CARD_MAX_DIGITS)
+# Letters or digits on either side mean it is part of something else (a hex string, an id). RE2 has
+# no look-around, so the characters either side are matched (or the text's edge) and the next search
+# resumes at the end of the number, leaving the character after it to the next candidate.
+_CARD_CANDIDATE = regex.compile(
+    "guardrails.pii.card_candidate",
+    r"(?:^|[^\w-])(\d{%d,%d}|\d{4}(?:[ -]\d{4}){2,3}(?:[ -]\d{1,3})?|\d{4}[ -]\d{6}[ -]\d{4,5}"
+    r")(?:[^\w-]|$)" % (CARD_MIN_DIGITS, CARD_MAX_DIGITS),
 )
-_SEPARATORS = re.compile(r"[ -]")
+_SEPARATORS = regex.compile("guardrails.pii.card_separators", r"[ -]")
 
 
 def luhn_valid(digits: str) -> bool:
@@ -42,8 +45,8 @@ def find_card_number(text: str) -> str | None:
 
     A run of one repeated digit ("0000 0000 0000 0000") passes Luhn but is a placeholder, not a card.
     """
-    for match in _CARD_CANDIDATE.finditer(text):
-        digits = _SEPARATORS.sub("", match.group(0))
+    for match in _CARD_CANDIDATE.scan(text, resume=1):
+        digits = _SEPARATORS.sub("", match.group(1))
         if CARD_MIN_DIGITS <= len(digits) <= CARD_MAX_DIGITS and len(set(digits)) > 1 and luhn_valid(digits):
             return digits
     return None
@@ -60,21 +63,39 @@ _NOT_A_SECRET = (
 # Up to two words naming the account between the possessive and the secret ("my GitHub password").
 _SERVICE_WORDS = r"([a-z0-9][\w.-]*\s+){0,2}?"
 _SECRET_WORDS = r"(password|passwd|passphrase|passcode|pin|pwd|pw|api key|secret key|access key|token)"
+_NOT_A_SECRET_WORD = regex.compile("guardrails.pii.not_a_secret", rf"{_NOT_A_SECRET}\b", regex.IGNORECASE)
+_SECRET_SYMBOLS = frozenset("!@#$%^&*_+=~")
 
-SECRET_PATTERNS = compile_all({
+
+def _names_a_value(candidate: Candidate) -> bool:
+    """"my password is hunter2", not "my password is expired" (look-ahead in code: RE2 has none)."""
+    value = candidate.group("value")
+    return not _NOT_A_SECRET_WORD.match(value[:32] + candidate.after(1, "value"))
+
+
+def _value_with_digit_or_symbol(candidate: Candidate) -> bool:
+    """The non-space run from the value's start holds a digit or a symbol ("Summer2024!")."""
+    run = (candidate.group("value") + candidate.after(64, "value")).split(maxsplit=1)[0]
+    return any(char.isdecimal() or char in _SECRET_SYMBOLS for char in run)
+
+
+SECRET_PATTERNS = compile_all("guardrails.pii.secrets", {
     # "my password is hunter2", "here's my passcode: 4921"
-    "password_shared": (
+    "password_shared": with_check(
         rf"\b(my|our|the|his|her|their)\s+{_SERVICE_WORDS}{_SECRET_WORDS}\s+(is|was|=|:)\s+"
-        rf"(?!{_NOT_A_SECRET}\b)[\"'`]?\S{{3,}}"
+        r"(?P<value>[\"'`]?\S{3,})",
+        _names_a_value,
     ),
     # "reset my email password to Summer2024!": a new value with a digit or a symbol in it.
-    "password_set_to": (
+    "password_set_to": with_check(
         rf"\b(my|our|the|his|her|their)\s+{_SERVICE_WORDS}{_SECRET_WORDS}\s+to\s+"
-        rf"[\"'`]?(?=\S*[\d!@#$%^&*_+=~])[^\s\"'`]{{4,}}"
+        r"[\"'`]?(?P<value>[^\s\"'`]{4,})",
+        _value_with_digit_or_symbol,
     ),
     # "password: Tr0ub4dor&3", "pwd=hunter2": a label then a value with a digit or a symbol.
-    "labelled_secret": (
-        rf"\b{_SECRET_WORDS}\s*[:=]\s*[\"'`]?(?=\S*[\d!@#$%^&*_+=~])[^\s\"'`]{{4,}}"
+    "labelled_secret": with_check(
+        rf"\b{_SECRET_WORDS}\s*[:=]\s*[\"'`]?(?P<value>[^\s\"'`]{{4,}})",
+        _value_with_digit_or_symbol,
     ),
     # Provider key formats with a recognisable prefix.
     "openai_key": r"\bsk-(proj-|live-|test-)?[a-z0-9_\-]{20,}",

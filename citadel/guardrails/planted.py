@@ -12,13 +12,13 @@ paragraphs flagged) by `benchmarks/eval_injection.py`.
 
 from __future__ import annotations
 
-import re
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Protocol, TypeVar
 
+from citadel import regex
 from citadel.guardrails import injection
 from citadel.guardrails.text import compile_all, first_match, normalise, with_needles
 
@@ -44,7 +44,7 @@ _AI_NEEDLES = ("ai", "a.i.", "assistant", "llm", "language model", "chatbot", "c
 _AI = r"(ai|a\.i\.|assistant|llm|language model|chatbot|chat bot|bot|model|gpt|chatgpt|copilot|agent|claude|gemini)"
 _REPLY = r"(reply|replies|response|responses|answer|answers|output|outputs|completion|summary)"
 
-PLANTED_RULES = compile_all({
+PLANTED_RULES = compile_all("guardrails.planted", {
     # Text that speaks to the AI reading it.
     "addresses_ai": with_needles(
         rf"\bas an? (ai|artificial intelligence)( language model| assistant| model)?,? you\b|\bif you are an? {_AI}\b"
@@ -136,7 +136,7 @@ PLANTED_RULES = compile_all({
 # handbook paragraph says any of these).
 _CASE_SENSITIVE = {
     name: injection.CASE_SENSITIVE_RULES[name] for name in ("jailbreak_name", "persona_switch", "user_data_probe")
-} | compile_all({
+} | compile_all("guardrails.planted.case_sensitive", {
     # A persona named by an acronym or an upper-case name: "You are NRW, which stands for ...",
     # "Transform into CODEMASTER, an AI coding expert". Only in documents: a question may set up a
     # harmless character this way.
@@ -144,7 +144,7 @@ _CASE_SENSITIVE = {
         r"\b(?i:you are|you're|transform into|become|act as|i am) [\"']?[A-Z][A-Z0-9-]{2,}[\"']?,? (?i:which stands for"
         r"|an? ([\w-]+ ){0,2}(ai|chatbot|bot|language model|artificial intelligence)\b)"
     ),
-}, flags=re.MULTILINE)
+}, flags=regex.MULTILINE)
 # Plus the rules that are only cues in a question: role-play framing has no place in a handbook.
 _SHARED = {name: injection.STRONG_RULES[name] for name in SHARED_RULES} | injection.ROLE_PLAY_RULES
 

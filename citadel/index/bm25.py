@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import shutil
 import tempfile
 import weakref
@@ -28,6 +27,7 @@ from typing import ClassVar
 import numpy as np
 import tantivy
 
+from citadel import regex
 from citadel.index.base import pad_results
 
 TEXT_FIELD = "text"
@@ -41,7 +41,10 @@ LOCK_FILE_PREFIX = ".tantivy-"
 DEFAULT_WRITER_HEAP_BYTES = 64_000_000
 DEFAULT_WRITER_THREADS = 1
 
-QUERY_SYNTAX_CHARACTERS = re.compile(r"[^\w]+")  # anything that is not a letter, digit or "_"
+# anything that is not a letter, digit or "_"
+QUERY_SYNTAX_CHARACTERS = regex.compile(
+    "index.bm25.query_syntax_characters", r"[^\w]+"
+)
 QUERY_OPERATOR_WORDS = frozenset({"AND", "OR", "NOT", "IN", "TO"})
 
 

@@ -18,9 +18,13 @@ from citadel.parsing.text import decode_utf8, located_sections, title_from_sourc
 from citadel.types import Block, BlockKind, ParsedDocument, Section
 
 # --- document-level markup removed before block parsing -------------------------------------------
-FRONT_MATTER = regex.compile("parsing.markdown.front_matter", r"\A---[ \t]*\n(.*?)^(?:---|\.\.\.)[ \t]*(?:\n|\Z)", regex.DOTALL | regex.MULTILINE)
+FRONT_MATTER = regex.compile(
+    "parsing.markdown.front_matter", r"\A---[ \t]*\n(.*?)^(?:---|\.\.\.)[ \t]*(?:\n|\Z)", regex.DOTALL | regex.MULTILINE
+)
 # A Liquid comment hides its whole body, so it goes before the generic tag pattern.
-TEMPLATE_COMMENT = regex.compile("parsing.markdown.template_comment", r"{%-?\s*comment\s*-?%}.*?{%-?\s*endcomment\s*-?%}", regex.DOTALL)
+TEMPLATE_COMMENT = regex.compile(
+    "parsing.markdown.template_comment", r"{%-?\s*comment\s*-?%}.*?{%-?\s*endcomment\s*-?%}", regex.DOTALL
+)
 TEMPLATE_TAG = regex.compile("parsing.markdown.template_tag", r"{%.*?%}", regex.DOTALL)
 TEMPLATE_EXPRESSION = regex.compile("parsing.markdown.template_expression", r"{{.*?}}", regex.DOTALL)
 HTML_COMMENT = regex.compile("parsing.markdown.html_comment", r"<!--.*?-->", regex.DOTALL)
@@ -35,7 +39,9 @@ THEMATIC_BREAK = regex.compile(
 )
 # Fences may be indented (inside list items); a backtick fence's info string has no backticks.
 FENCE_OPEN = regex.compile("parsing.markdown.fence_open", r"^[ \t]*(`{3,}|~{3,})(.*)$")
-TABLE_SEPARATOR_ROW = regex.compile("parsing.markdown.table_separator_row", r"^\s*\|?\s*:?-+:?\s*(\|\s*:?-+:?\s*)+\|?\s*$|^\s*\|\s*:?-+:?\s*\|\s*$")
+TABLE_SEPARATOR_ROW = regex.compile(
+    "parsing.markdown.table_separator_row", r"^\s*\|?\s*:?-+:?\s*(\|\s*:?-+:?\s*)+\|?\s*$|^\s*\|\s*:?-+:?\s*\|\s*$"
+)
 SEPARATOR_CELL = regex.compile("parsing.markdown.separator_cell", r"(:?)-+(:?)")
 HTML_TABLE_OPEN = regex.compile("parsing.markdown.html_table_open", r"^\s*<table\b", regex.IGNORECASE)
 HTML_TABLE_CLOSE = regex.compile("parsing.markdown.html_table_close", r"</table\s*>", regex.IGNORECASE)
@@ -50,7 +56,9 @@ BLOCKQUOTE_MARKER = regex.compile("parsing.markdown.blockquote_marker", r"^[ \t]
 
 # --- inline markup --------------------------------------------------------------------------------
 IMAGE = regex.compile("parsing.markdown.image", r"!\[[^\]]*\]\([^)]*\)|!\[[^\]]*\]\[[^\]]*\]")
-INLINE_LINK = regex.compile("parsing.markdown.inline_link", r"\[((?:\\.|[^\]\\])*)\]\(\s*<?([^)\s>]*)>?(?:\s+[\"'(][^)]*)?\)")
+INLINE_LINK = regex.compile(
+    "parsing.markdown.inline_link", r"\[((?:\\.|[^\]\\])*)\]\(\s*<?([^)\s>]*)>?(?:\s+[\"'(][^)]*)?\)"
+)
 REFERENCE_LINK = regex.compile("parsing.markdown.reference_link", r"\[([^\]]+)\]\[[^\]]*\]")
 AUTOLINK = regex.compile("parsing.markdown.autolink", r"<((?:https?|ftp)://[^>\s]+|[^>\s@]+@[^>\s@]+)>")
 LINE_BREAK_TAG = regex.compile("parsing.markdown.line_break_tag", r"<br\s*/?>", regex.IGNORECASE)

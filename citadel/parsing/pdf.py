@@ -24,7 +24,9 @@ SHORT_LINE_RATIO = 0.75
 # ("0000764478-23-000041") or a placeholder there.
 MIN_TITLE_LETTERS = 4
 PLACEHOLDER_TITLES = frozenset({"untitled", "document", "title", "microsoft word", "pdf"})
-FILE_NAME_TITLE = regex.compile("parsing.pdf.file_name_title", r"\.(docx?|pdf|pptx?|xlsx?|rtf|odt|indd)$", regex.IGNORECASE)
+FILE_NAME_TITLE = regex.compile(
+    "parsing.pdf.file_name_title", r"\.(docx?|pdf|pptx?|xlsx?|rtf|odt|indd)$", regex.IGNORECASE
+)
 
 
 def parse_pdf(data: bytes, source: str) -> ParsedDocument:
