@@ -2,8 +2,8 @@
 and every 4xx carries the one error shape `{"error": {"code", "message", "request_id"}}`.
 
 Two passes over every operation, against the fused in-process gateway of tests/serving/test_api.py:
-  * with valid credentials: the admin bearer on /v1/admin paths, the service bearer and a freshly
-    signed user context elsewhere; path parameters and upload bodies are sometimes steered to ids and
+  * with valid credentials: the admin bearer (a platform admin) on /v1/admin paths, the metrics
+    token on /metrics, the service bearer and a freshly signed user context elsewhere; path parameters and upload bodies are sometimes steered to ids and
     file names that exist or are accepted, so requests get past auth and validation into the handlers
     (uploads start real ingestion jobs, whose ids the jobs endpoint then polls);
   * without: the fuzzer's own auth headers (garbage), none at all, or a valid service bearer with a
@@ -72,7 +72,11 @@ def client() -> TestClient:
 
 
 def credentials_for(home: Home, path: str) -> dict:
-    return home.admin_headers() if path.startswith("/v1/admin/") else home.headers()
+    """Each route's own credential: admin (a platform admin) under /v1/admin, the metrics token on
+    /metrics, a service bearer plus a signed user context elsewhere."""
+    if path.startswith("/v1/admin/"):
+        return home.admin_headers()
+    return home.metrics_headers() if path == "/metrics" else home.headers()
 
 
 def _header(headers, name: str) -> str | None:
