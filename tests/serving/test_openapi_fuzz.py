@@ -3,8 +3,9 @@ and every 4xx carries the one error shape `{"error": {"code", "message", "reques
 
 Two passes over every operation, against the fused in-process gateway of tests/serving/test_api.py:
   * with valid credentials: the admin bearer (a platform admin) on /v1/admin paths, the metrics
-    token on /metrics, the service bearer and a freshly signed user context elsewhere; path parameters and upload bodies are sometimes steered to ids and
-    file names that exist or are accepted, so requests get past auth and validation into the handlers
+    token on /metrics, the service bearer and a freshly signed user context elsewhere; path
+    parameters and upload bodies are sometimes steered to ids and file names that exist or are
+    accepted, so requests get past auth and validation into the handlers
     (uploads start real ingestion jobs, whose ids the jobs endpoint then polls);
   * without: the fuzzer's own auth headers (garbage), none at all, or a valid service bearer with a
     garbage user context (and on admin paths, where it is not enough); nothing under /v1 may succeed.
