@@ -170,7 +170,10 @@ def supervise(config_path: Path) -> None:
         # Installed after ray.init, which sets handlers of its own: ours lets the block unwind.
         signal.signal(signal.SIGTERM, lambda *_: stop.set())
         signal.signal(signal.SIGINT, lambda *_: stop.set())
-        files.ready.write_text(json.dumps({"url": url, "pid": os.getpid(), "topology": config.serving.topology}))
+        # Written aside and renamed: `up` reads the file as soon as it exists, never half-written.
+        partial = files.ready.with_suffix(".partial")
+        partial.write_text(json.dumps({"url": url, "pid": os.getpid(), "topology": config.serving.topology}))
+        os.replace(partial, files.ready)
         print(f"citadel serving {config.serving.topology} at {url}", flush=True)
         stop.wait()
     print("citadel stopped", flush=True)
