@@ -11,7 +11,6 @@ many series exist.
 
 from __future__ import annotations
 
-import hashlib
 import hmac
 import threading
 from typing import Iterable
@@ -19,11 +18,12 @@ from typing import Iterable
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Histogram, generate_latest
 from prometheus_client.core import CounterMetricFamily
 
+from citadel.errors import CitadelError
+from citadel.identity.credentials import bearer_digest
 from serving.errors import ApiError
 
 OTHER_TENANTS = "other"
 DEFAULT_MAX_TENANTS = 50
-BEARER = "bearer"
 # Longest Authorization header worth hashing (a metrics token is 64 hex characters).
 MAX_CREDENTIAL_CHARS = 1_024
 
@@ -31,12 +31,10 @@ MAX_CREDENTIAL_CHARS = 1_024
 def require_metrics_credential(authorization: str | None, allowed_sha256: Iterable[str]) -> None:
     """401 unless `authorization` is `Bearer <token>` whose SHA-256 is one of `allowed_sha256`
     (none configured: nobody may read the metrics)."""
-    if not authorization or not authorization.strip():
-        raise ApiError("missing_credential", "GET /metrics needs a metrics credential (Authorization: Bearer)")
-    parts = authorization.strip().split(None, 1)
-    if len(parts) != 2 or parts[0].lower() != BEARER or len(parts[1]) > MAX_CREDENTIAL_CHARS:
-        raise ApiError("invalid_credential", "the Authorization header must be 'Bearer <token>'")
-    digest = hashlib.sha256(parts[1].strip().encode("utf-8")).hexdigest()
+    try:
+        digest = bearer_digest(authorization, max_chars=MAX_CREDENTIAL_CHARS)
+    except CitadelError as error:
+        raise ApiError(error.code, str(error)) from None
     matched = False
     for allowed in allowed_sha256:  # no early exit: timing does not reveal which entry matched
         matched |= hmac.compare_digest(allowed.lower(), digest)

@@ -41,6 +41,17 @@ MAX_CREDENTIAL_CHARS = 4096  # bound work done on an unauthenticated header
 FINGERPRINT_CHARS = 8  # how much of a hash `credentials list` may show and `revoke --fingerprint` takes
 
 
+def bearer_digest(authorization_header: str | None, max_chars: int = MAX_CREDENTIAL_CHARS) -> str:
+    """SHA-256 (hex) of the token in `Authorization: Bearer <token>`, the form credentials are stored
+    in; a missing or malformed header, or a token over `max_chars`, is `Unauthenticated`."""
+    if not authorization_header or not authorization_header.strip():
+        raise Unauthenticated("an Authorization: Bearer credential is required", code="missing_credential")
+    parts = authorization_header.strip().split(None, 1)
+    if len(parts) != 2 or parts[0].lower() != BEARER_SCHEME or len(parts[1]) > max_chars:
+        raise Unauthenticated("the Authorization header must be 'Bearer <token>'", code="invalid_credential")
+    return sha256_hex(parts[1].strip())
+
+
 @dataclass(frozen=True)
 class ServiceIdentity:
     """A verified calling service and its scope."""
@@ -157,12 +168,7 @@ class CredentialStore:
         return self._fixed + tuple(self._file.get() if self._file is not None else ())
 
     def authenticate(self, authorization_header: str | None) -> ServiceIdentity:
-        if not authorization_header or not authorization_header.strip():
-            raise Unauthenticated("an Authorization: Bearer credential is required", code="missing_credential")
-        parts = authorization_header.strip().split(None, 1)
-        if len(parts) != 2 or parts[0].lower() != BEARER_SCHEME or len(parts[1]) > MAX_CREDENTIAL_CHARS:
-            raise Unauthenticated("the Authorization header must be 'Bearer <token>'", code="invalid_credential")
-        digest = sha256_hex(parts[1].strip())
+        digest = bearer_digest(authorization_header)
         match = None
         for entry in self._entries():  # no early exit: timing does not reveal which entry matched
             if hmac.compare_digest(entry.token_sha256.lower(), digest):
