@@ -8,7 +8,8 @@ header dependencies: a route cannot refuse an anonymous 50 MB body unread. In or
    it names nothing and can overwrite nothing.
 2. **Authentication from headers alone**, before one byte of the body is read: a matched route under
    `/v1/admin/` needs an admin credential; any other matched `/v1/` route (present or added later) a
-   service credential and a user context. The verified caller waits in `request.state.caller`.
+   service credential and a user context. The verified caller waits in `request.state.caller`
+   (an admin in `request.state.admin`), so routes do not verify it again.
    Public paths (health, metrics — which checks its own credential —, the OpenAPI documents) and
    unmatched paths (404) need none.
 3. **Body limits while reading**: a declared Content-Length over the route's limit is refused at
@@ -109,7 +110,7 @@ class Admission:
         if gateway is None:
             raise ApiError("overloaded", "the gateway is still starting")
         if needs == "admin":
-            gateway.admin(headers.get("authorization"))
+            state["admin"] = gateway.admin(headers.get("authorization"))
         else:
             state["caller"] = gateway.caller(headers.get("authorization"), headers.get("x-citadel-user-context"))
 

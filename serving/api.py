@@ -238,6 +238,12 @@ async def _user_call(request: Request, endpoint: str, authorization: Optional[st
     return result
 
 
+def _admin(request: Request, gateway: Gateway, authorization: Optional[str]):
+    """The admin serving/admission.py verified before the body was read (verified here only when
+    the app runs without that middleware)."""
+    return getattr(request.state, "admin", None) or gateway.admin(authorization)
+
+
 def _count(request: Request, endpoint: str, tenant: str, status: int) -> None:
     gateway = getattr(request.app.state, "gateway", None) or _process_gateway
     if gateway is not None:
@@ -320,7 +326,7 @@ def _add_admin_routes(app: FastAPI) -> None:
                      idempotency_key: Optional[str] = Header(None)) -> JSONResponse:
         """Upload a document; starts an ingestion job and returns its id (poll /v1/admin/jobs/{id})."""
         gateway = _gateway(request)
-        admin = gateway.admin(authorization)
+        admin = _admin(request, gateway, authorization)
         _check_tenant(tenant_id)
         content = body.content()
         payload = {"tenant": tenant_id, **body.model_dump()}
@@ -331,7 +337,7 @@ def _add_admin_routes(app: FastAPI) -> None:
     @app.get("/v1/admin/jobs/{job_id}", responses=ERRORS)
     async def job(request: Request, job_id: str, authorization: Optional[str] = Header(None)) -> dict:
         gateway = _gateway(request)
-        admin = gateway.admin(authorization)
+        admin = _admin(request, gateway, authorization)
         return await _run(request, gateway.job, admin, job_id)
 
     @app.post("/v1/admin/tenants/{tenant_id}/documents/{document_id}/withdraw", responses=ERRORS)
@@ -339,7 +345,7 @@ def _add_admin_routes(app: FastAPI) -> None:
                        authorization: Optional[str] = Header(None),
                        idempotency_key: Optional[str] = Header(None)) -> JSONResponse:
         gateway = _gateway(request)
-        admin = gateway.admin(authorization)
+        admin = _admin(request, gateway, authorization)
         _check_tenant(tenant_id)
         payload = {"tenant": tenant_id, "document": document_id}
         action = functools.partial(gateway.withdraw, admin, tenant_id, document_id)
@@ -350,7 +356,7 @@ def _add_admin_routes(app: FastAPI) -> None:
                       authorization: Optional[str] = Header(None),
                       idempotency_key: Optional[str] = Header(None)) -> JSONResponse:
         gateway = _gateway(request)
-        admin = gateway.admin(authorization)
+        admin = _admin(request, gateway, authorization)
         _check_tenant(tenant_id)
         payload = {"tenant": tenant_id, "document": document_id, "groups": sorted(body.groups)}
         action = functools.partial(gateway.set_acl, admin, tenant_id, document_id, list(body.groups))
@@ -371,7 +377,7 @@ def _add_drill_routes(app: FastAPI) -> None:
     @app.get("/v1/admin/faults", responses=ERRORS)
     async def list_faults(request: Request, authorization: Optional[str] = Header(None)) -> dict:
         gateway = _gateway(request)
-        admin = gateway.admin(authorization)
+        admin = _admin(request, gateway, authorization)
         return await _run(request, gateway.list_faults, admin)
 
     @app.put("/v1/admin/faults/{stage}", responses=ERRORS)
@@ -379,13 +385,13 @@ def _add_drill_routes(app: FastAPI) -> None:
                         authorization: Optional[str] = Header(None)) -> dict:
         """Add latency (fixed or a distribution), errors, a hang, or kill one replica of a stage."""
         gateway = _gateway(request)
-        admin = gateway.admin(authorization)
+        admin = _admin(request, gateway, authorization)
         return await _run(request, gateway.set_fault, admin, {**body.model_dump(exclude_none=True), "stage": stage})
 
     @app.delete("/v1/admin/faults/{stage}", responses=ERRORS)
     async def clear_fault(request: Request, stage: str, authorization: Optional[str] = Header(None)) -> dict:
         gateway = _gateway(request)
-        admin = gateway.admin(authorization)
+        admin = _admin(request, gateway, authorization)
         return await _run(request, gateway.clear_fault, admin, stage)
 
 
