@@ -10,13 +10,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from citadel.catalog.base import SENSITIVE_DATA_REASON, WITHHELD_QUESTION
+from citadel.catalog.base import WITHHELD_QUESTION
 from citadel.guardrails.pii import sensitive_data_kind
 from citadel.guardrails.router import SENSITIVE_DATA
 
-# The catalog's migration withholds old rows by the router's reason; both must name the same one.
-if SENSITIVE_DATA != SENSITIVE_DATA_REASON:
-    raise ImportError("citadel.catalog.base.SENSITIVE_DATA_REASON must equal the router's SENSITIVE_DATA")
 # What a span holds in place of a text field that carries sensitive data.
 REDACTED = "[redacted]"
 # Answer-log fields made from the question's words, dropped with a withheld question.

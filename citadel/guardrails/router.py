@@ -16,6 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
+from citadel.catalog.base import SENSITIVE_DATA_REASON
 from citadel.guardrails import pii, topics
 from citadel.guardrails.injection import InjectionDetector
 
@@ -28,7 +29,8 @@ Path = Literal["simple", "multi_step"]
 
 EMPTY_QUESTION = "empty_question"
 QUESTION_TOO_LONG = "question_too_long"
-SENSITIVE_DATA = "sensitive_data"
+# One spelling with the answer log, whose migration withholds old rows refused for this reason.
+SENSITIVE_DATA = SENSITIVE_DATA_REASON
 PROMPT_INJECTION = "prompt_injection"
 HUMAN_REQUESTED = "human_requested"
 OFF_TOPIC = "off_topic"
