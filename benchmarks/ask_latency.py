@@ -1,8 +1,11 @@
 """Per-stage latency of one `ask` on the 18F handbook tenant (issue 3): real MiniLM on one torch thread,
 extractive generator, no reranker. Ingests the handbook once into benchmarks/out/ask-latency (later
-runs reuse it), asks 8 questions twice after a warm-up, and prints the median of each stage in ms.
+runs reuse it; `--home DIR` uses another home, e.g. one `citadel eval rag` built), asks 8 questions
+twice after a warm-up, and prints the median of each stage in ms. The stages are the ones `ask`
+times: route, embed, search, rerank, semantic (the question's words embedded for the gate), gate (the
+decision itself), expand, generate, validate, total.
 
-    python benchmarks/ask_latency.py
+    python benchmarks/ask_latency.py [--home DIR]
 """
 
 from __future__ import annotations
@@ -30,9 +33,10 @@ ROUNDS = 2
 
 
 def main() -> None:
+    home = Path(sys.argv[sys.argv.index("--home") + 1]) if "--home" in sys.argv else HOME
     if not CORPUS.exists():
         sys.exit(f"the 18F handbook is not at {CORPUS} (see ../shared/data/SOURCES.md)")
-    config = load_config(environ={"CITADEL_HOME": str(HOME), "CITADEL_EMBEDDING__BACKEND": "minilm",
+    config = load_config(environ={"CITADEL_HOME": str(home), "CITADEL_EMBEDDING__BACKEND": "minilm",
                                   "CITADEL_EMBEDDING__TORCH_THREADS": "1", "CITADEL_ANSWER__GENERATOR": "extractive",
                                   "CITADEL_ANSWER__RERANKER": "none"})
     runtime = Runtime(config=config)

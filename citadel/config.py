@@ -142,6 +142,18 @@ class AnswerConfig(_Section):
     max_sources: int = Field(8, description="Numbered sources handed to the generator (6-8 recommended).")
     source_token_budget: int = Field(600, description="Approximate tokens of one expanded section.")
     total_token_budget: int = Field(3000, description="Approximate tokens of all sources together.")
+    gate: Literal["calibrated", "thresholds"] = Field(
+        "calibrated", description="calibrated: answer / clarify / refuse from a fitted model of several signals "
+        "(citadel/answer/gate_model.py; the thresholds below decide where it does not apply); thresholds: "
+        "the hand-set coverage and cosine thresholds only.",
+    )
+    expand_acronyms: bool = Field(
+        True, description="Append the long form of each acronym the tenant's documents define (and back) to the "
+        "search query, and count either spelling for coverage.",
+    )
+    gate_model: Optional[Path] = Field(
+        None, description="Fitted gate model JSON (`citadel train gate`); None: the packaged one."
+    )
     min_coverage: float = Field(
         0.6, description="Gate: IDF-weighted share of the question's distinctive terms one top passage must cover."
     )

@@ -162,6 +162,10 @@ class Passage:
     source: str
     score: float
     section_index: int = 0  # for parent-section expansion; not part of the public JSON
+    # Rank (from 1) of the chunk in each retrieval leg's candidates, None when that leg did not
+    # return it: the confidence gate reads whether the legs agree. Not part of the public JSON.
+    vector_rank: int | None = None
+    keyword_rank: int | None = None
 
     def to_dict(self) -> dict:
         return {

@@ -19,6 +19,7 @@ from typing import Sequence
 
 import numpy as np
 
+from citadel.answer.glossary import EMPTY_GLOSSARY, Glossary
 from citadel.answer.text import content_terms, document_name, term_set
 from citadel.partition import Partition, SegmentCache
 from citadel.types import Passage
@@ -88,6 +89,39 @@ class GateThresholds:
                    config.min_coverage_strong_vector, config.min_rerank_score, config.gate_passages)
 
 
+ANSWER, CLARIFY, REFUSE = "answer", "clarify", "refuse"
+NEEDS_CLARIFICATION = "needs_clarification"
+# A question with fewer distinctive terms than this ("leave?", "") names no fact to look for: the
+# gate asks what the user means instead of guessing from whatever matched one word.
+MIN_QUESTION_TERMS = 2
+# Legs "agree" on a passage both rank this high.
+AGREEMENT_RANK = 5
+
+
+@dataclass(frozen=True)
+class GateSignals:
+    """What the gate knows about the top passages, each in [0, 1] (see `gate_signals`)."""
+
+    lexical: float  # IDF-weighted share of the question's terms one top passage contains
+    semantic: float  # the same, an absent term counting by its embedding's match to the passage
+    vector: float  # best cosine of the question to a top passage (0 without the vector leg)
+    vector_rank: float  # 1 / best vector-leg rank among the top passages (0: none there)
+    keyword_rank: float  # 1 / best keyword-leg rank among the top passages
+    agree: float  # 1 when both legs rank one top passage within AGREEMENT_RANK
+    unseen: float  # IDF share of the question's terms the tenant's documents never use
+    terms: int  # distinct content terms of the question
+
+    FEATURES = ("lexical", "semantic", "vector", "vector_rank", "keyword_rank", "agree", "unseen",
+                "question_terms")
+
+    def features(self) -> list[float]:
+        return [self.lexical, self.semantic, self.vector, self.vector_rank, self.keyword_rank, self.agree,
+                self.unseen, min(self.terms, 12) / 12.0]
+
+    def to_dict(self) -> dict:
+        return {name: round(float(value), 4) for name, value in zip(self.FEATURES, self.features())}
+
+
 @dataclass
 class GateDecision:
     passed: bool
@@ -96,17 +130,31 @@ class GateDecision:
     vector_score: float | None = None
     rerank_score: float | None = None
     missing_terms: list[str] = field(default_factory=list)
+    signals: GateSignals | None = None
+    probability: float | None = None  # the calibrated gate's P(the passages answer the question)
+    model: str | None = None  # which gate decided (its fitted model's version)
+
+    @property
+    def outcome(self) -> str:
+        if self.passed:
+            return ANSWER
+        return CLARIFY if self.reason == NEEDS_CLARIFICATION else REFUSE
 
     def to_dict(self) -> dict:
-        return {"passed": self.passed, "reason": self.reason, "coverage": round(self.coverage, 4),
+        return {"passed": self.passed, "outcome": self.outcome, "reason": self.reason,
+                "coverage": round(self.coverage, 4),
                 "vector_score": None if self.vector_score is None else round(self.vector_score, 4),
-                "rerank_score": self.rerank_score, "missing_terms": self.missing_terms}
+                "rerank_score": self.rerank_score, "missing_terms": self.missing_terms,
+                "signals": None if self.signals is None else self.signals.to_dict(),
+                "probability": None if self.probability is None else round(self.probability, 4),
+                "model": self.model}
 
 
-def passage_terms(passage: Passage) -> set[str]:
+def passage_terms(passage: Passage, glossary: Glossary = EMPTY_GLOSSARY) -> set[str]:
     """What a passage covers: its text plus its heading and its document's name (title and file
-    name; the title and heading are the context it was embedded with)."""
-    return term_set(f"{document_name(passage.title, passage.source)}\n{passage.heading}\n{passage.text}")
+    name; the title and heading are the context it was embedded with), each acronym the tenant
+    defines counting for its long form and back."""
+    return glossary.augment(term_set(f"{document_name(passage.title, passage.source)}\n{passage.heading}\n{passage.text}"))
 
 
 def weighted_coverage(question_terms: set[str], covered: set[str], idf: TermIdf) -> float:
@@ -114,12 +162,59 @@ def weighted_coverage(question_terms: set[str], covered: set[str], idf: TermIdf)
     return sum(idf[t] for t in question_terms & covered) / total if total else 0.0
 
 
+def soft_coverage(question_terms: set[str], covered: set[str], idf: TermIdf, matches: dict[str, float]) -> float:
+    """Like `weighted_coverage`, but a term the passage lacks still counts by `matches[term]` (its
+    embedding's similarity to the passage, in [0, 1]): "vacation" partly covers a passage on annual leave."""
+    total = sum(idf[t] for t in question_terms)
+    if not total:
+        return 0.0
+    return sum(idf[t] * (1.0 if t in covered else matches.get(t, 0.0)) for t in question_terms) / total
+
+
+def _inverse_rank(ranks: Sequence[int | None]) -> float:
+    present = [r for r in ranks if r]
+    return 1.0 / min(present) if present else 0.0
+
+
+def gate_signals(question_terms: set[str], top: Sequence[Passage], idf: TermIdf,
+                 vector_scores: Sequence[float] | None = None,
+                 term_matches: Sequence[dict[str, float]] | None = None,
+                 glossary: Glossary = EMPTY_GLOSSARY) -> tuple[GateSignals, set[str]]:
+    """The signals over the top passages, and the question terms the lexically best one covers.
+
+    `vector_scores[i]`: cosine of the question to `top[i]`; `term_matches[i]`: per question term, its
+    similarity to `top[i]` through the embedder (both absent when the vector leg did not run)."""
+    question_terms = glossary.augment(question_terms) if question_terms else question_terms
+    lexical, semantic, best_terms = 0.0, 0.0, set()
+    for index, passage in enumerate(top):
+        terms = passage_terms(passage, glossary)
+        score = weighted_coverage(question_terms, terms, idf)
+        if score > lexical:
+            lexical, best_terms = score, terms & question_terms
+        matches = term_matches[index] if term_matches and index < len(term_matches) else {}
+        semantic = max(semantic, soft_coverage(question_terms, terms, idf, matches))
+    total_idf = sum(idf[t] for t in question_terms)
+    unseen = sum(idf[t] for t in question_terms if t not in idf.idf) / total_idf if total_idf else 0.0
+    agree = any(p.vector_rank and p.keyword_rank and max(p.vector_rank, p.keyword_rank) <= AGREEMENT_RANK
+                for p in top)
+    signals = GateSignals(lexical, semantic, max(vector_scores) if vector_scores else 0.0,
+                          _inverse_rank([p.vector_rank for p in top]), _inverse_rank([p.keyword_rank for p in top]),
+                          float(agree), unseen, len(question_terms))
+    return signals, best_terms
+
+
 class ConfidenceGate:
+    """The hand-set gate: lexical coverage and cosine thresholds (GateThresholds). The default is the
+    calibrated gate (citadel/answer/gate_model.py); this one decides where no fitted model applies
+    (another embedder, keyword-only retrieval) and when configured (`answer.gate: thresholds`)."""
+
     def __init__(self, thresholds: GateThresholds | None = None):
         self.thresholds = thresholds or GateThresholds()
 
     def check(self, question: str, passages: Sequence[Passage], idf: TermIdf,
-              vector_scores: Sequence[float] | None = None, rerank_score: float | None = None) -> GateDecision:
+              vector_scores: Sequence[float] | None = None, rerank_score: float | None = None,
+              term_matches: Sequence[dict[str, float]] | None = None,
+              glossary: Glossary = EMPTY_GLOSSARY) -> GateDecision:
         """Decide whether the top passages can answer `question`.
 
         `vector_scores`: cosine of the question to each passage (same order), when the vector leg ran.
@@ -129,21 +224,15 @@ class ConfidenceGate:
             return GateDecision(False, NO_ELIGIBLE_SOURCE)
         top = list(passages[: self.thresholds.passages])
         question_terms = set(content_terms(question))
-        coverage, best_terms = self._best_coverage(question_terms, top, idf)
+        signals, best_terms = gate_signals(question_terms, top, idf, vector_scores, term_matches, glossary)
         missing = sorted(question_terms - best_terms)
         vector = max(vector_scores[: len(top)]) if vector_scores else None
-        passed = bool(question_terms) and self._passes(coverage, vector, rerank_score)
-        return GateDecision(passed, None if passed else LOW_COVERAGE, coverage, vector, rerank_score, missing)
-
-    @staticmethod
-    def _best_coverage(question_terms: set[str], top: list[Passage], idf: TermIdf) -> tuple[float, set[str]]:
-        best, best_terms = 0.0, set()
-        for passage in top:
-            terms = passage_terms(passage)
-            score = weighted_coverage(question_terms, terms, idf)
-            if score > best:
-                best, best_terms = score, terms & question_terms
-        return best, best_terms
+        if len(question_terms) < MIN_QUESTION_TERMS:
+            return GateDecision(False, NEEDS_CLARIFICATION, signals.lexical, vector, rerank_score, missing, signals,
+                                model="thresholds")
+        passed = self._passes(signals.lexical, vector, rerank_score)
+        return GateDecision(passed, None if passed else LOW_COVERAGE, signals.lexical, vector, rerank_score, missing,
+                            signals, model="thresholds")
 
     def _passes(self, coverage: float, vector: float | None, rerank_score: float | None) -> bool:
         limits = self.thresholds

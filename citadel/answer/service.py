@@ -21,12 +21,16 @@ import numpy as np
 
 from citadel.answer.conflicts import Conflict, detect_conflicts
 from citadel.answer.expand import ExpansionBudget, SectionExpander, Source, layout_of, source_terms
-from citadel.answer.gate import (NO_ELIGIBLE_SOURCE, ConfidenceGate, GateDecision, GateThresholds, cosine_scores,
-                                 term_idf, weighted_coverage)
+from citadel.answer.clarify import clarifying_question
+from citadel.answer.gate import (CLARIFY, NEEDS_CLARIFICATION, NO_ELIGIBLE_SOURCE, ConfidenceGate, GateDecision,
+                                 cosine_scores, term_idf, weighted_coverage)
+from citadel.answer.gate_model import CalibratedGate, make_gate
+from citadel.answer.glossary import glossary_of
+from citadel.answer.semantic import ClaimSupport, WordVectors, term_matches
 from citadel.answer.generators import ExtractiveGenerator, Generator, make_generator
 from citadel.answer.prompt import PROMPT_VERSION
 from citadel.answer.text import content_terms, decompound, spell_out_shorthand
-from citadel.answer.validator import AnswerValidator, ValidatedAnswer, renumber_markers
+from citadel.answer.validator import AnswerValidator, ValidatedAnswer, marker_numbers, renumber_markers
 from citadel.catalog.base import Catalog
 from citadel.guardrails.redaction import loggable_question, withheld_entry
 from citadel.partition import Partition
@@ -41,6 +45,7 @@ REFUSAL_REPLIES = {
     "low_coverage": "The documents available to you do not contain enough information to answer this question.",
     "no_eligible_source": "No document available to you covers this question.",
 }
+REFUSED_OUTCOMES = ("refuse", "clarify")
 SECONDS_PER_DAY = 86_400.0
 # Old answer-log rows are purged on the request path, but at most this often.
 PURGE_INTERVAL_S = 3_600.0
@@ -63,6 +68,7 @@ class AnswerResponse:
     timings_ms: dict[str, float] = field(default_factory=dict)
     passages: list[Passage] = field(default_factory=list)  # what the gate saw (evaluation, logs)
     gate: GateDecision | None = None
+    trace: "AnswerTrace | None" = None  # what each stage kept (evaluation: `eval rag --by-stage`)
 
     def to_dict(self) -> dict:
         """The public JSON of `ask --json` and the HTTP API: exactly these keys."""
@@ -71,17 +77,30 @@ class AnswerResponse:
                 "citations": [dict(c) for c in self.citations]}
 
 
+@dataclass
+class AnswerTrace:
+    """What each stage of one `ask` kept, for finding where an answer gets lost (not logged, not public)."""
+
+    search_query: str = ""
+    candidates: list[Passage] = field(default_factory=list)  # fused, capped, live-checked, screened
+    reranked: list[Passage] = field(default_factory=list)  # the top passages after rerank
+    sources: list[Passage] = field(default_factory=list)  # the numbered sources after expansion
+    drafted: list[Passage] = field(default_factory=list)  # sources the generator's draft cited
+    routed: bool = False  # the router answered (refused) before retrieval
+
+
 @dataclass(frozen=True)
 class AnswerSettings:
     rerank_candidates: int = 50
     rerank_top_n: int = 8
     rerank_timeout_s: float = 10.0
     log_retention_s: float = 30 * SECONDS_PER_DAY
+    expand_acronyms: bool = True
 
     @classmethod
     def from_config(cls, config) -> "AnswerSettings":
         return cls(config.rerank_candidates, config.rerank_top_n, config.rerank_timeout_s,
-                   config.answer_log_retention_days * SECONDS_PER_DAY)
+                   config.answer_log_retention_days * SECONDS_PER_DAY, config.expand_acronyms)
 
 
 class QueryVectorMemo:
@@ -157,11 +176,11 @@ class StageTimer:
 
 
 class AnswerService:
-    def __init__(self, retriever, partitions: PartitionCache, reranker: Reranker, gate: ConfidenceGate,
+    def __init__(self, retriever, partitions: PartitionCache, reranker: Reranker, gate: ConfidenceGate | CalibratedGate,
                  generator: Generator, catalog: Catalog, settings: AnswerSettings | None = None,
                  expander: SectionExpander | None = None, validator: AnswerValidator | None = None,
                  router=None, passage_filter: Callable[[Passage], bool] | None = None,
-                 query_vectors: QueryVectorMemo | None = None):
+                 query_vectors: QueryVectorMemo | None = None, word_vectors: WordVectors | None = None):
         self.retriever = retriever
         self.partitions = partitions
         self.reranker = reranker
@@ -174,6 +193,7 @@ class AnswerService:
         self.router = router
         self.passage_filter = passage_filter
         self.query_vectors = query_vectors
+        self.word_vectors = word_vectors
         self._fallback_generator = ExtractiveGenerator()
         self._rerank_pool = concurrent.futures.ThreadPoolExecutor(RERANK_WORKERS, thread_name_prefix="rerank")
         self._last_purge: float | None = None
@@ -188,50 +208,59 @@ class AnswerService:
         with timer.stage("route"):
             refusal = route_refusal(self._route(question))
         if refusal is not None:
-            response = AnswerResponse(request_id, refusal[0], True, refusal[1], [], [])
+            response = AnswerResponse(request_id, refusal[0], True, refusal[1], [], [], trace=AnswerTrace(routed=True))
             return self._finish(principal, question, response, timer, {"router": True}, correlation_id)
         degraded: list[str] = []
         partition = self.partitions.get(principal.tenant_id)
-        query = self.search_query(question, partition)
+        query = self.search_query(question, partition, self.settings.expand_acronyms)
+        trace = AnswerTrace(query)
         passages, dropped = self._candidates(principal, query, request_id, timer, degraded)
+        trace.candidates = passages
         with timer.stage("rerank"):
             passages, reranked = self._rerank(question, passages, degraded)
-        with timer.stage("gate"):
-            decision = self._gate(query, passages, partition, reranked)
+        trace.reranked = passages
+        decision = self._gate(query, passages, partition, reranked, timer)
         log_extra: dict[str, Any] = {"dropped_passages": dropped, "gate": decision.to_dict(),
                                      "reranker": self.reranker.model_id}
         if query != question:
             log_extra["search_query"] = query
         if not decision.passed:
-            response = AnswerResponse(request_id, REFUSAL_REPLIES[decision.reason], True, decision.reason,
-                                      degraded, [], passages=passages, gate=decision)
+            reply = (clarifying_question(passages[: self.gate.thresholds.passages]) if decision.outcome == CLARIFY
+                     else REFUSAL_REPLIES[decision.reason])
+            response = AnswerResponse(request_id, reply, True, decision.reason, degraded, [], passages=passages,
+                                      gate=decision, trace=trace)
             return self._finish(principal, question, response, timer, log_extra, correlation_id)
         with timer.stage("expand"):
             sources = self.expander.expand(passages, partition)
+        trace.sources = [s.passage for s in sources]
         with timer.stage("generate"):
             draft, model_id = self._generate(query, sources, degraded)
+        by_number = {s.number: s.passage for s in sources}
+        trace.drafted = [by_number[n] for n in dict.fromkeys(marker_numbers(draft)) if n in by_number]
         with timer.stage("validate"):
-            validated = self.validator.validate(query, draft, sources)
+            validated = self.validator.validate(query, draft, sources, self._claim_support(partition, sources))
             conflicts = self._topical_conflicts(query, sources, partition, principal.tenant_id)
             answer, citations, conflict_dicts = compose(validated, sources, conflicts)
         response = AnswerResponse(request_id, answer, False, None, degraded, citations, conflict_dicts,
-                                  passages=passages, gate=decision)
+                                  passages=passages, gate=decision, trace=trace)
         log_extra.update(model_id=model_id, sources=[_source_log(s) for s in sources],
                          validation={"fallback": validated.fallback, "removed": validated.removed})
         return self._finish(principal, question, response, timer, log_extra, correlation_id)
 
     # ------------------------------------------------------------------ stages
     @staticmethod
-    def search_query(question: str, partition: Partition | None) -> str:
+    def search_query(question: str, partition: Partition | None, expand_acronyms: bool = True) -> str:
         """The question in the words the tenant's documents (`partition`) use: period shorthand spelled
-        out ("Q2 of FY2024" → "second quarter of fiscal 2024") and closed compounds the documents only
-        write as two words split ("cashflow" → "cash flow"). Retrieval, the gate and the generator
-        all read this text, so they agree on its terms; the answer log keeps the question."""
+        out ("Q2 of FY2024" → "second quarter of fiscal 2024"), closed compounds the documents only
+        write as two words split ("cashflow" → "cash flow"), and each acronym the documents define
+        followed by its long form ("PTO (paid time off)") and back. Retrieval, the gate and the
+        generator all read this text, so they agree on its terms; the answer log keeps the question."""
         query = spell_out_shorthand(question)
         if partition is None:
             return query
         idf = term_idf(partition)
-        return decompound(query, lambda term: term in idf.idf)
+        query = decompound(query, lambda term: term in idf.idf)
+        return glossary_of(partition).expand(query) if expand_acronyms else query
 
     def _route(self, question: str):
         if self.router is None:
@@ -273,17 +302,47 @@ class AnswerService:
             return passages[:top_n], False
 
     def _gate(self, question: str, passages: list[Passage], partition: Partition | None,
-              reranked: bool) -> GateDecision:
-        """`question`: the search query (its vector is the one the retriever remembered)."""
+              reranked: bool, timer: StageTimer) -> GateDecision:
+        """`question`: the search query (its vector is the one the retriever remembered). The words'
+        embeddings (stage `semantic`) are timed apart from the decision itself (stage `gate`)."""
         if not passages or partition is None:
             return GateDecision(False, NO_ELIGIBLE_SOURCE)
         top = passages[: self.gate.thresholds.passages]
-        vector_scores = None
+        vector_scores = matches = None
         query_vector = self.query_vectors.recall(question) if self.query_vectors is not None else None
         if query_vector is not None:
-            vector_scores = cosine_scores(partition, top, query_vector, layout_of(partition).row_of_chunk)
+            rows = layout_of(partition).row_of_chunk
+            top = [p for p in top if p.chunk_id in rows]  # a publish landed mid-request: score what is there
+            vector_scores = cosine_scores(partition, top, query_vector, rows)
+            if self.word_vectors is not None and top:
+                with timer.stage("semantic"):
+                    matches = self._term_matches(question, partition, top, rows)
         rerank_score = passages[0].score if reranked else None
-        return self.gate.check(question, passages, term_idf(partition), vector_scores, rerank_score)
+        with timer.stage("gate"):
+            if not top:
+                return GateDecision(False, NO_ELIGIBLE_SOURCE)
+            extra = {"embedding_model": partition.manifest.get("model_id")} if isinstance(self.gate, CalibratedGate) else {}
+            return self.gate.check(question, top, term_idf(partition), vector_scores, rerank_score, matches,
+                                   glossary_of(partition), **extra)
+
+    def _claim_support(self, partition: Partition, sources: Sequence[Source]) -> ClaimSupport | None:
+        """Support by meaning for the validator: each source's hit passage's stored vector."""
+        if self.word_vectors is None:
+            return None
+        rows = layout_of(partition).row_of_chunk
+        numbered = [(s.number, rows[s.passage.chunk_id]) for s in sources if s.passage.chunk_id in rows]
+        if not numbered:
+            return None
+        vectors = partition.vectors_at([row for _, row in numbered])
+        return ClaimSupport(self.word_vectors, {number: vectors[i] for i, (number, _) in enumerate(numbered)})
+
+    def _term_matches(self, question: str, partition: Partition, top: list[Passage],
+                      rows: dict[str, int]) -> list[dict[str, float]] | None:
+        """Semantic matches fail open: without them the gate still has its other signals."""
+        try:
+            return term_matches(question, partition.vectors_at([rows[p.chunk_id] for p in top]), self.word_vectors)
+        except Exception:
+            return None
 
     def _generate(self, question: str, sources: Sequence[Source], degraded: list[str]) -> tuple[str, str]:
         try:
@@ -391,7 +450,7 @@ def build_answer_service(config, catalog: Catalog, partitions: PartitionCache, e
     retriever = retriever or Retriever(catalog, partitions, memo, config.retrieval, config.index)
     expander = SectionExpander(ExpansionBudget(answer.max_sources, answer.source_token_budget,
                                                answer.total_token_budget))
-    return AnswerService(retriever, partitions, reranker or make_reranker(answer),
-                         ConfidenceGate(GateThresholds.from_config(answer)), generator or make_generator(answer),
-                         catalog, AnswerSettings.from_config(answer), expander,
-                         AnswerValidator(answer.min_support), router, passage_filter, memo)
+    return AnswerService(retriever, partitions, reranker or make_reranker(answer), make_gate(answer),
+                         generator or make_generator(answer), catalog, AnswerSettings.from_config(answer), expander,
+                         AnswerValidator(answer.min_support), router, passage_filter, memo,
+                         WordVectors(embedder) if embedder is not None else None)

@@ -3,8 +3,9 @@
 Sentence by sentence:
 1. citation markers that do not name a retrieved source are removed;
 2. the sentence must be supported by its cited sources (a share of its content terms found in
-   them); a sentence that cites nothing, or cites the wrong source, is attributed to the source
-   that supports it best, and dropped when none does;
+   them, or — with `semantic` — its meaning matched to a source's passage through the embedder, so a
+   paraphrase is support without shared words); a sentence that cites nothing, or cites the wrong
+   source, is attributed to the source that supports it best, and dropped when none does;
 3. links and e-mail addresses that the supporting sources do not contain are removed, and a
    sentence stating a figure the sources do not contain is dropped (a claim with an invented
    number is a wrong claim; deleting just the number would leave a misleading one).
@@ -19,6 +20,7 @@ from typing import Sequence
 from citadel import regex
 from citadel.answer.expand import Source, source_terms
 from citadel.answer.generators import select_evidence
+from citadel.answer.semantic import ClaimSupport
 from citadel.answer.text import LIST_BULLET, content_terms
 
 MARKER = regex.compile("answer.validator.marker", r"\[(\d+(?:\s*[,;]\s*\d+)*)\]")
@@ -91,14 +93,16 @@ class AnswerValidator:
     def __init__(self, min_support: float = DEFAULT_MIN_SUPPORT):
         self.min_support = min_support
 
-    def validate(self, question: str, answer: str, sources: Sequence[Source]) -> ValidatedAnswer:
+    def validate(self, question: str, answer: str, sources: Sequence[Source],
+                 semantic: ClaimSupport | None = None) -> ValidatedAnswer:
+        """`semantic`: support by meaning for a claim that lexical overlap does not support."""
         by_number = {s.number: s for s in sources}
         terms_of = {s.number: source_terms(s) for s in sources}
         result = ValidatedAnswer("", [])
         kept: list[str] = []
         seen_bodies: set[str] = set()
         for claim in split_claims(SOURCE_MENTION.sub(r"[\1]", answer)):
-            checked = self._check_claim(claim, by_number, terms_of, result)
+            checked = self._check_claim(claim, by_number, terms_of, result, semantic)
             if checked is None or checked[0].lower() in seen_bodies:
                 continue
             body, numbers = checked
@@ -111,12 +115,14 @@ class AnswerValidator:
         return self._fallback(question, sources, result)
 
     def _check_claim(self, claim: str, by_number: dict[int, Source], source_terms: dict[int, set[str]],
-                     result: ValidatedAnswer) -> tuple[str, list[int]] | None:
+                     result: ValidatedAnswer, semantic: ClaimSupport | None = None) -> tuple[str, list[int]] | None:
         numbers = marker_numbers(claim)
         valid = list(dict.fromkeys(n for n in numbers if n in by_number))
         result.removed["markers"] += len(numbers) - len([n for n in numbers if n in by_number])
         body = strip_markers(claim)
         supporting = self._supporting_sources(body, valid, source_terms)
+        if not supporting and semantic is not None and content_terms(body):
+            supporting = _semantic_sources(semantic.supporting(strip_links(body)), valid)
         if not supporting:
             result.removed["sentences"] += 1
             return None
@@ -158,6 +164,12 @@ class AnswerValidator:
             top.text.strip(), [top.number])
         result.used = [top.number]
         return result
+
+
+def _semantic_sources(matching: list[int], cited: list[int]) -> list[int]:
+    """The cited sources that match in meaning when there are any, else the closest matching one."""
+    cited_matches = [n for n in cited if n in matching]
+    return cited_matches or matching[:1]
 
 
 def strip_links(text: str) -> str:

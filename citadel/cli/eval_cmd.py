@@ -56,7 +56,12 @@ def _reranker(runtime: Runtime):
 
 @app.command("rag")
 def rag(
-    set_file: Optional[Path] = typer.Option(None, "--set", help="Labeled set (JSONL); default: tests/regression/rag_set.jsonl."),
+    set_file: Optional[Path] = typer.Option(None, "--set", help="Labeled set (a JSONL file or a directory of them); "
+                                            "default: tests/regression/rag_set.jsonl. The paraphrase set: "
+                                            "tests/regression/paraphrase."),
+    split: Optional[str] = typer.Option(None, "--split", help="Only this split of the set (dev | test)."),
+    by_stage: bool = typer.Option(False, "--by-stage", help="Name, per item, the first stage where the expected "
+                                  "section is lost, and print a table per stage and category."),
     data: Optional[Path] = typer.Option(None, "--data", help="Shared data directory holding corpora/ (default ../shared/data)."),
     overlay: Optional[Path] = typer.Option(None, "--overlay", help="Overlay documents, one folder per tenant."),
     as_json: bool = typer.Option(False, "--json"),
@@ -70,7 +75,12 @@ def rag(
     update, context = make_progress()
     with context:
         report = rag_eval.run(runtime, set_file or rag_eval.DEFAULT_SET, data or rag_eval.SHARED_DATA,
-                              overlay or rag_eval.DEFAULT_OVERLAY, progress=update)
-    print(json.dumps(report, indent=1) if as_json else rag_eval.format_table(report))
+                              overlay or rag_eval.DEFAULT_OVERLAY, progress=update, split=split, by_stage=by_stage)
+    if as_json:
+        print(json.dumps(report, indent=1))
+    else:
+        print(rag_eval.format_table(report))
+        if by_stage:
+            print("\n" + rag_eval.format_stage_table(report["stages"]))
     if strict and rag_eval.threshold_failures(report):
         raise typer.Exit(code=1)

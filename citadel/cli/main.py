@@ -20,8 +20,10 @@ app.add_typer(acl_app, name="acl")
 
 def _add_eval() -> None:
     from citadel.cli.eval_cmd import app as eval_app
+    from citadel.cli.train_cmd import app as train_app
 
     app.add_typer(eval_app, name="eval")
+    app.add_typer(train_app, name="train")
 
 
 _add_eval()

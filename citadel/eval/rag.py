@@ -39,6 +39,7 @@ REPO = Path(__file__).resolve().parents[2]
 SHARED_DATA = (REPO / ".." / "shared" / "data").resolve()
 DEFAULT_SET = REPO / "tests" / "regression" / "rag_set.jsonl"
 DEFAULT_OVERLAY = REPO / "tests" / "regression" / "overlay"
+PARAPHRASE_SET = REPO / "tests" / "regression" / "paraphrase"  # issue 13: how employees ask; dev and test splits
 TENANT_CORPORA = {
     "18f": "18f-handbook",
     "civicactions": "civicactions-handbook",
@@ -47,6 +48,7 @@ TENANT_CORPORA = {
 }
 STAMP_NAME = "rag-eval.stamp"
 EXPECTATIONS = ("answer", "refuse")
+SPLITS = ("", "dev", "test")
 SUPPORT_THRESHOLD = 0.6  # share of a sentence's content tokens found in one cited section
 
 Progress = Callable[[str, int, int], None]
@@ -67,17 +69,27 @@ class RagItem:
     expected_reason: str | None = None
     must_not_cite_documents: tuple[str, ...] = ()
     expected_answer: tuple[str, ...] = ()  # facts that must all appear in the answer; "a|b" = either
+    split: str = ""  # "dev" (tune on it) or "test" (CI thresholds); "" in sets without a split
 
     @property
     def answerable(self) -> bool:
         return self.expect == "answer"
 
 
-def load_set(path: Path | str = DEFAULT_SET) -> list[RagItem]:
-    """Read and validate the JSONL set: unique ids, known expectations, documents for answers."""
+def _set_lines(path: Path) -> Iterable[tuple[str, int, str]]:
+    """(file, line number, line) of a JSONL file, or of every `*.jsonl` in a directory, in name order."""
+    files = sorted(path.glob("*.jsonl")) if path.is_dir() else [path]
+    for file in files:
+        for number, line in enumerate(file.read_text(encoding="utf-8").splitlines(), start=1):
+            yield str(file), number, line
+
+
+def load_set(path: Path | str = DEFAULT_SET, split: str | None = None) -> list[RagItem]:
+    """Read and validate the JSONL set (a file or a directory of them): unique ids, known
+    expectations, documents for answers. `split`: keep only the items of that split."""
     items: list[RagItem] = []
     seen: set[str] = set()
-    for number, line in enumerate(Path(path).read_text(encoding="utf-8").splitlines(), start=1):
+    for path, number, line in _set_lines(Path(path)):
         if not line.strip() or line.lstrip().startswith("#"):
             continue
         try:
@@ -97,6 +109,7 @@ def load_set(path: Path | str = DEFAULT_SET) -> list[RagItem]:
             expected_reason=record.get("expected_reason") or None,
             must_not_cite_documents=tuple(record.get("must_not_cite_documents") or ()),
             expected_answer=tuple(str(f) for f in record.get("expected_answer") or ()),
+            split=str(record.get("split") or ""),
         )
         if item.id in seen:
             raise ValueError(f"{path}:{number}: duplicate id {item.id!r}")
@@ -104,8 +117,11 @@ def load_set(path: Path | str = DEFAULT_SET) -> list[RagItem]:
             raise ValueError(f"{path}:{number}: expect must be one of {EXPECTATIONS}, got {item.expect!r}")
         if item.answerable and not item.expected_documents:
             raise ValueError(f"{path}:{number}: an answerable item needs expected_documents")
+        if item.split not in SPLITS:
+            raise ValueError(f"{path}:{number}: split must be one of {SPLITS}, got {item.split!r}")
         seen.add(item.id)
-        items.append(item)
+        if split is None or item.split == split:
+            items.append(item)
     return items
 
 
@@ -273,6 +289,10 @@ class ItemResult:
     facts_found: bool | None = None  # None: the item names no expected facts
     seconds: float = 0.0
     error: str | None = None
+    outcome: str = ""  # answer | clarify | refuse (the gate's, or the router's refusal)
+    stage: str | None = None  # by-stage runs: where an answerable item's evidence was lost, or "answered"
+    signals: dict[str, float] | None = None  # the gate's signals (fitting the calibrated gate)
+    evidence_ranked: bool = False  # the expected section was among the passages the gate judged
 
     @property
     def passed(self) -> bool:
@@ -318,7 +338,7 @@ class ItemResult:
         }
 
 
-def evaluate_item(runtime, item: RagItem, sections: _SectionTexts) -> ItemResult:
+def evaluate_item(runtime, item: RagItem, sections: _SectionTexts, by_stage: bool = False) -> ItemResult:
     from citadel.types import Principal
 
     principal = Principal(item.tenant, item.user, frozenset(item.groups))
@@ -365,7 +385,97 @@ def evaluate_item(runtime, item: RagItem, sections: _SectionTexts) -> ItemResult
         claims = answer_sentences(str(_get(response, "answer") or ""))
         result.sentences = len(claims)
         result.unsupported = sum(not supported(s, texts) for s in claims)
+    gate = _get(response, "gate")
+    result.outcome = gate.outcome if gate is not None else ("refuse" if refused else "answer")
+    result.signals = gate.signals.to_dict() if gate is not None and gate.signals is not None else None
+    trace = _get(response, "trace")
+    if trace is not None and item.answerable:
+        result.evidence_ranked = any(is_evidence(p, item) for p in trace.reranked)
+        if by_stage:
+            result.stage = lost_at(runtime, principal, item, response, result)
     return result
+
+
+# ------------------------------------------------------------------------------ where answers get lost
+STAGES = ("route", "retrieval", "fusion", "rerank", "gate", "expansion", "generation", "validator")
+STAGE_DEPTH = 50  # "retrieval": either leg's top this many
+FUSED_DEPTH = 8  # "fusion": the fused, capped list's top this many (before rerank)
+
+
+def is_evidence(passage: Any, item: RagItem) -> bool:
+    """The passage is the expected section: an expected document, under a heading containing the
+    expected heading (what a right citation needs)."""
+    heading = (item.expected_heading or "").lower()
+    return _get(passage, "document_id") in item.expected_documents and heading in str(_get(passage, "heading") or "").lower()
+
+
+def lost_at(runtime, principal, item: RagItem, response: Any, result: ItemResult) -> str:
+    """The first stage whose output lacks the expected section ("answered" when none does): route,
+    retrieval (either leg's top 50), fusion (the capped fused top 8), rerank (its top 8), gate (did
+    not answer), expansion (the numbered sources), generation (the draft's citations), validator
+    (the final citations)."""
+    trace = response.trace
+    if trace.routed:
+        return "route"
+    if not _legs_hold_evidence(runtime, principal, trace.search_query, item):
+        return "retrieval"
+    checks = (("fusion", trace.candidates[:FUSED_DEPTH]), ("rerank", trace.reranked))
+    for stage, passages in checks:
+        if not any(is_evidence(p, item) for p in passages):
+            return stage
+    if not response.gate.passed:
+        return "gate"
+    for stage, passages in (("expansion", trace.sources), ("generation", trace.drafted)):
+        if not any(is_evidence(p, item) for p in passages):
+            return stage
+    return "answered" if result.cited_correctly else "validator"
+
+
+def _legs_hold_evidence(runtime, principal, query: str, item: RagItem) -> bool:
+    """Whether either retrieval leg's top STAGE_DEPTH (inside the principal's readable set) holds the section."""
+    retriever = runtime.answer_service.retriever
+    partition, allowed = retriever.scope(principal)
+    if partition is None or not len(allowed):
+        return False
+    candidates = retriever.legs(partition, query, allowed, retriever.plan(len(allowed), len(partition)), [], {},
+                                k=STAGE_DEPTH)
+    return any(is_evidence(partition.row(r), item) for r in [*candidates.vector, *candidates.keyword])
+
+
+def stage_table(results: Sequence[ItemResult]) -> dict[str, Any]:
+    """Answerable items lost at each stage (overall and per category), and what the gate did with
+    the items that should not be answered."""
+    answerable = [r for r in results if r.item.answerable and r.stage is not None]
+    names = (*STAGES, "answered")
+    lost = {name: sum(r.stage == name for r in answerable) for name in names}
+    categories: dict[str, dict[str, int]] = {}
+    for r in answerable:
+        categories.setdefault(r.item.category, {name: 0 for name in names})[r.stage] += 1
+    gate_outcomes = {outcome: sum(r.stage == "gate" and r.outcome == outcome for r in answerable)
+                     for outcome in ("clarify", "refuse")}
+    unanswerable: dict[str, dict[str, int]] = {}
+    for r in results:
+        if not r.item.answerable:
+            entry = unanswerable.setdefault(r.item.category, {"answer": 0, "clarify": 0, "refuse": 0})
+            entry[r.outcome or ("refuse" if r.refused else "answer")] += 1
+    return {"answerable": len(answerable), "lost_at": lost, "lost_at_gate": gate_outcomes,
+            "categories": dict(sorted(categories.items())), "unanswerable": dict(sorted(unanswerable.items()))}
+
+
+def format_stage_table(table: dict[str, Any]) -> str:
+    names = (*STAGES, "answered")
+    header = f"{'category':<14}" + "".join(f"{n[:9]:>10}" for n in names)
+    lines = [f"where answerable items lose their evidence ({table['answerable']} items)", header]
+    rows = {**table["categories"], "all": table["lost_at"]}
+    for category, counts in rows.items():
+        lines.append(f"{category:<14}" + "".join(f"{counts[n]:>10}" for n in names))
+    lines.append(f"lost at the gate: {table['lost_at_gate']['refuse']} refused, "
+                 f"{table['lost_at_gate']['clarify']} clarified")
+    lines.append("")
+    lines.append(f"{'unanswerable':<14}{'answer':>10}{'clarify':>10}{'refuse':>10}")
+    for category, counts in table["unanswerable"].items():
+        lines.append(f"{category:<14}{counts['answer']:>10}{counts['clarify']:>10}{counts['refuse']:>10}")
+    return "\n".join(lines)
 
 
 def _retrieved_documents(runtime, principal, question: str, response) -> list[str]:
@@ -428,24 +538,37 @@ def summarise(results: Sequence[ItemResult], seconds: float | None = None) -> di
     return report
 
 
-def evaluate(runtime, items: Sequence[RagItem], progress: Progress | None = None) -> dict[str, Any]:
-    """Run every item through the answer service and summarise (see the module docstring)."""
-    started = time.perf_counter()
+def evaluate_results(runtime, items: Sequence[RagItem], progress: Progress | None = None,
+                     by_stage: bool = False) -> list[ItemResult]:
     sections = _SectionTexts(runtime)
     results = []
     for done, item in enumerate(items, start=1):
-        results.append(evaluate_item(runtime, item, sections))
+        results.append(evaluate_item(runtime, item, sections, by_stage))
         if progress:
             progress("ask", done, len(items))
-    return summarise(results, time.perf_counter() - started)
+    return results
+
+
+def evaluate(runtime, items: Sequence[RagItem], progress: Progress | None = None,
+             by_stage: bool = False) -> dict[str, Any]:
+    """Run every item through the answer service and summarise (see the module docstring)."""
+    started = time.perf_counter()
+    results = evaluate_results(runtime, items, progress, by_stage)
+    report = summarise(results, time.perf_counter() - started)
+    if by_stage:
+        report["stages"] = stage_table(results)
+        report["item_stages"] = {r.item.id: r.stage or r.outcome for r in results}
+    return report
 
 
 def run(runtime, set_path: Path | str = DEFAULT_SET, data_dir: Path | str = SHARED_DATA,
-        overlay_dir: Path | str = DEFAULT_OVERLAY, progress: Progress | None = None) -> dict[str, Any]:
-    """Build the tenants (once per home) and evaluate the set; the report carries the build too."""
-    items = load_set(set_path)
+        overlay_dir: Path | str = DEFAULT_OVERLAY, progress: Progress | None = None,
+        split: str | None = None, by_stage: bool = False) -> dict[str, Any]:
+    """Build the tenants (once per home) and evaluate the set (or one split of it); the report
+    carries the build too."""
+    items = load_set(set_path, split)
     build = build_tenants(runtime, data_dir, overlay_dir, progress=progress)
-    report = evaluate(runtime, items, progress=progress)
+    report = evaluate(runtime, items, progress=progress, by_stage=by_stage)
     report["build"] = {"skipped": build["skipped"], "seconds": build["seconds"],
                        "not_published": {tenant: [f"{f['source'].rsplit('/corpora/', 1)[-1]} ({f['code']})"
                                                   for r in reports.values() for f in r["not_published"]]
@@ -483,3 +606,49 @@ def threshold_failures(report: dict[str, Any]) -> list[str]:
     if report["leaks"] > MAX_LEAKS:
         failures.append(f"leaks {report['leaks']} > {MAX_LEAKS}")
     return failures
+
+
+# ------------------------------------------------------------------------------ label checking
+def corpus_sections(data_dir: Path | str = SHARED_DATA) -> dict[str, dict[str, list[tuple[str, str]]]]:
+    """{tenant: {document_id: [(heading path "A > B", section text), ...]}} parsed from the handbooks,
+    without embedding anything: what a label may name."""
+    from citadel.parsing import parse_file
+    from citadel.sources import discover
+
+    tenants: dict[str, dict[str, list[tuple[str, str]]]] = {}
+    for tenant, name in TENANT_CORPORA.items():
+        documents: dict[str, list[tuple[str, str]]] = {}
+        for source in discover([Path(data_dir) / "corpora" / name]):
+            try:
+                parsed = parse_file(source.path, max_bytes=20 * 1024 * 1024)
+            except Exception:  # a file ingestion dead-letters cannot be a label's answer either
+                continue
+            documents[source.document_id] = [
+                (" > ".join(s.heading_path or ((parsed.title,) if parsed.title else ())),
+                 "\n".join(b.text for b in s.blocks)) for s in parsed.sections]
+        tenants[tenant] = documents
+    return tenants
+
+
+def label_problems(items: Sequence[RagItem], sections: dict[str, dict[str, list[tuple[str, str]]]]) -> list[str]:
+    """Labels that cannot be right: an expected document the corpus lacks, an expected heading no
+    section of those documents has, an expected fact absent from every section under that heading."""
+    problems = []
+    for item in items:
+        if not item.answerable or item.tenant not in sections:
+            continue
+        documents = sections[item.tenant]
+        missing = [d for d in item.expected_documents if d not in documents]
+        if missing:
+            problems.append(f"{item.id}: no document {missing}")
+            continue
+        heading = (item.expected_heading or "").lower()
+        under = [text for d in item.expected_documents for h, text in documents[d] if heading in h.lower()]
+        if not under:
+            problems.append(f"{item.id}: no section heading contains {item.expected_heading!r}")
+            continue
+        text = _squash("\n".join(under))
+        for fact in item.expected_answer:
+            if not any(_squash(alternative) in text for alternative in fact.split("|")):
+                problems.append(f"{item.id}: fact {fact!r} not under heading {item.expected_heading!r}")
+    return problems

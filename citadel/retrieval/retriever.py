@@ -81,7 +81,7 @@ class Retriever:
         capped = cap_with_focus(fused, partition.document_of, self._config.max_chunks_per_document,
                                 self._config.focus_window, self._config.focus_share)
         started = time.perf_counter()
-        passages = self._live_checked(principal, partition, capped, top_k)
+        passages = self._live_checked(principal, partition, capped, top_k, leg_ranks(candidates))
         timings["recheck_ms"] = _ms_since(started)
         # The proof a drill counts: every passage that leaves passed this live check.
         emit_span(request_id, "live_check", timings["recheck_ms"], [p.chunk_id for p in passages])
@@ -151,8 +151,8 @@ class Retriever:
             _, ids = partition.ann.search(query_vector, k, allowed=None if whole else allowed, ef_search=ef)
         return [int(i) for i in ids[0] if i >= 0]
 
-    def _live_checked(self, principal: Principal, partition: Partition,
-                      ranked: list[tuple[int, float]], top_k: int) -> list[Passage]:
+    def _live_checked(self, principal: Principal, partition: Partition, ranked: list[tuple[int, float]],
+                      top_k: int, ranks: tuple[dict[int, int], dict[int, int]] = ({}, {})) -> list[Passage]:
         """Re-read permissions now: a passage whose document changed since the scope was computed
         (revoked, withdrawn, superseded) is dropped, never returned."""
         live = self._catalog.readable_documents(principal)
@@ -162,13 +162,20 @@ class Retriever:
             current = live.get(row["document_id"])
             if current is None or current.version != row["version"]:
                 continue
-            passages.append(passage_from_row(row, score))
+            passages.append(passage_from_row(row, score, ranks[0].get(row_id), ranks[1].get(row_id)))
             if len(passages) == top_k:
                 break
         return passages
 
 
-def passage_from_row(row: dict, score: float) -> Passage:
+def leg_ranks(candidates: Candidates) -> tuple[dict[int, int], dict[int, int]]:
+    """Row id → rank (from 1) in the vector leg and in the keyword leg."""
+    return ({row: rank for rank, row in enumerate(candidates.vector, start=1)},
+            {row: rank for rank, row in enumerate(candidates.keyword, start=1)})
+
+
+def passage_from_row(row: dict, score: float, vector_rank: int | None = None,
+                     keyword_rank: int | None = None) -> Passage:
     return Passage(
         chunk_id=row["chunk_id"],
         text=row["text"],
@@ -180,6 +187,8 @@ def passage_from_row(row: dict, score: float) -> Passage:
         source=row["source"],
         score=score,
         section_index=row["section_index"],
+        vector_rank=vector_rank,
+        keyword_rank=keyword_rank,
     )
 
 

@@ -35,7 +35,8 @@ MODULES = [
     "citadel.guardrails.pii", "citadel.guardrails.topics", "citadel.parsing.markdown", "citadel.parsing.text",
     "citadel.parsing.pdf", "citadel.chunking", "citadel.sources", "citadel.index.bm25", "citadel.embedding.fake",
     "citadel.answer.conflicts", "citadel.answer.expand", "citadel.answer.generators", "citadel.answer.prompt",
-    "citadel.answer.text", "citadel.answer.validator", "citadel.eval.rag", "citadel.eval.squad",
+    "citadel.answer.text", "citadel.answer.validator", "citadel.answer.glossary", "citadel.eval.rag",
+    "citadel.eval.squad",
 ]
 LENGTH = 20_000          # passage and parser size; questions (2,000 characters) are covered a fortiori
 MAX_RATIO = 50

@@ -193,8 +193,11 @@ def test_gate_reads_period_shorthand_and_the_document_name():
     assert decision.missing_terms == ["adob"] and decision.coverage < 0.9
 
 
-def test_gate_refuses_a_question_of_only_stopwords():
-    assert ConfidenceGate().check("What is it?", [passage("It is what it is.")], IDF).reason == LOW_COVERAGE
+def test_gate_asks_back_when_a_question_names_no_fact():
+    """Only stopwords, or one word: no fact to look for, so a clarifying question, never an answer (issue 13)."""
+    for question in ("What is it?", "leave?", ""):
+        decision = ConfidenceGate().check(question, [passage("It is what it is. Annual leave accrues.")], IDF)
+        assert not decision.passed and decision.reason == "needs_clarification" and decision.outcome == "clarify"
 
 
 def test_term_idf_is_cached_per_segment():
