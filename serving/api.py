@@ -75,7 +75,8 @@ class RetrieveRequest(_Body):
 
 
 class AnswerRequest(_Body):
-    question: str = Field(..., min_length=1, max_length=MAX_QUESTION_CHARS, description="The question.")
+    # An empty question is answered with a clarifying question (issue 13), not a validation error.
+    question: str = Field(..., max_length=MAX_QUESTION_CHARS, description="The question.")
 
 
 class UploadRequest(_Body):

@@ -210,6 +210,10 @@ class AnswerService:
         if refusal is not None:
             response = AnswerResponse(request_id, refusal[0], True, refusal[1], [], [], trace=AnswerTrace(routed=True))
             return self._finish(principal, question, response, timer, {"router": True}, correlation_id)
+        if not content_terms(question):  # "", "?", "what is it": nothing to search for, ask what is meant
+            response = AnswerResponse(request_id, clarifying_question([]), True, NEEDS_CLARIFICATION, [], [],
+                                      trace=AnswerTrace())
+            return self._finish(principal, question, response, timer, {}, correlation_id)
         degraded: list[str] = []
         partition = self.partitions.get(principal.tenant_id)
         query = self.search_query(question, partition, self.settings.expand_acronyms)

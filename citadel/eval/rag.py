@@ -423,7 +423,7 @@ def lost_at(runtime, principal, item: RagItem, response: Any, result: ItemResult
     for stage, passages in checks:
         if not any(is_evidence(p, item) for p in passages):
             return stage
-    if not response.gate.passed:
+    if response.gate is None or not response.gate.passed:
         return "gate"
     for stage, passages in (("expansion", trace.sources), ("generation", trace.drafted)):
         if not any(is_evidence(p, item) for p in passages):

@@ -27,7 +27,8 @@ DEFAULT_MAX_QUESTION_CHARS = 2_000
 Action = Literal["answer", "refuse"]
 Path = Literal["simple", "multi_step"]
 
-EMPTY_QUESTION = "empty_question"
+# An empty question gets a clarifying question back, with the answer path's reason for one (issue 13).
+EMPTY_QUESTION = "needs_clarification"
 QUESTION_TOO_LONG = "question_too_long"
 # One spelling with the answer log, whose migration withholds old rows refused for this reason.
 SENSITIVE_DATA = SENSITIVE_DATA_REASON
@@ -37,7 +38,8 @@ OFF_TOPIC = "off_topic"
 
 # The fixed replies. They never echo the question (it may hold a secret or an attack).
 DEFAULT_REPLIES: dict[str, str] = {
-    EMPTY_QUESTION: "Please type a question about your organisation's documents.",
+    EMPTY_QUESTION: ("What would you like to know? Tell me the situation, or the policy you are asking about, "
+                     "or ask to be put in touch with a person who can help."),
     QUESTION_TOO_LONG: "That question is too long. Please shorten it to the essential question and ask again.",
     SENSITIVE_DATA: (
         "Your message appears to contain a card number, password or other secret, so it was not processed or "

@@ -207,3 +207,13 @@ def test_cache_hit_whose_live_check_fails_is_a_503(client, home):
 
     catalog.readable_documents = store_down  # only the cache hit's live check reads this
     assert_error(client.post("/v1/answer", json=question, headers=home.headers()), 503, "permissions_unavailable")
+
+
+def test_empty_and_one_word_questions_get_a_clarifying_question(client, home):
+    """Issue 13, bad input: no 500, no 422, no guess — a question back, naming sections when any matched."""
+    for question in ("", "   ", "?", "hotel"):
+        response = client.post("/v1/answer", json={"question": question}, headers=home.headers())
+        assert response.status_code == 200, (question, response.text)
+        body = response.json()
+        assert body["refused"] and body["reason"] == "needs_clarification", (question, body)
+        assert body["citations"] == [] and "person" in body["answer"]
