@@ -143,9 +143,9 @@ class AnswerConfig(_Section):
     source_token_budget: int = Field(600, description="Approximate tokens of one expanded section.")
     total_token_budget: int = Field(3000, description="Approximate tokens of all sources together.")
     gate: Literal["calibrated", "thresholds"] = Field(
-        "calibrated", description="calibrated: answer / clarify / refuse from a fitted model of several signals "
-        "(citadel/answer/gate_model.py; the thresholds below decide where it does not apply); thresholds: "
-        "the hand-set coverage and cosine thresholds only.",
+        "thresholds", description="thresholds: the hand-set coverage and cosine thresholds below (the default: "
+        "the fitted model did not beat them, see docs/benchmarks.md, issue 13); calibrated: answer / clarify / "
+        "refuse from a fitted model of several signals (citadel/answer/gate_model.py, `citadel train gate`).",
     )
     expand_acronyms: bool = Field(
         True, description="Append the long form of each acronym the tenant's documents define (and back) to the "

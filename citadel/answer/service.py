@@ -318,7 +318,7 @@ class AnswerService:
             rows = layout_of(partition).row_of_chunk
             top = [p for p in top if p.chunk_id in rows]  # a publish landed mid-request: score what is there
             vector_scores = cosine_scores(partition, top, query_vector, rows)
-            if self.word_vectors is not None and top:
+            if self.word_vectors is not None and top and isinstance(self.gate, CalibratedGate):
                 with timer.stage("semantic"):
                     matches = self._term_matches(question, partition, top, rows)
         rerank_score = passages[0].score if reranked else None

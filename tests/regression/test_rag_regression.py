@@ -108,7 +108,8 @@ def test_summary_counts_refusals_citations_and_leaks():
 
 # ------------------------------------------------------------------- the real run (slow, CI gate)
 @pytest.fixture(scope="module")
-def rag_report(tmp_path_factory):
+def rag_runtime(tmp_path_factory):
+    """The four handbook tenants and the overlay in a fresh home, built once for this module."""
     corpora = rag.SHARED_DATA / "corpora"
     if not corpora.is_dir():
         pytest.skip(f"shared handbook data not found at {corpora} (see ../shared/data/SOURCES.md)")
@@ -120,12 +121,37 @@ def rag_report(tmp_path_factory):
                                   "CITADEL_ANSWER__GENERATOR": "extractive"})
     runtime = Runtime(config=config)
     try:
-        report = rag.run(runtime, rag.DEFAULT_SET, rag.SHARED_DATA, rag.DEFAULT_OVERLAY)
+        rag.build_tenants(runtime, rag.SHARED_DATA, rag.DEFAULT_OVERLAY)
+        yield runtime
     finally:
         if "catalog" in runtime.__dict__:
             runtime.catalog.close()
+
+
+@pytest.fixture(scope="module")
+def rag_report(rag_runtime):
+    report = rag.run(rag_runtime, rag.DEFAULT_SET, rag.SHARED_DATA, rag.DEFAULT_OVERLAY)
     print(rag.format_table(report))
     return report
+
+
+@pytest.fixture(scope="module")
+def paraphrase_report(rag_runtime):
+    """The test split of the paraphrase set (issue 13), evaluated stage by stage."""
+    report = rag.run(rag_runtime, rag.PARAPHRASE_SET, rag.SHARED_DATA, rag.DEFAULT_OVERLAY, split="test",
+                     by_stage=True)
+    print(rag.format_stage_table(report["stages"]))
+    return report
+
+
+@pytest.mark.slow
+@pytest.mark.model
+def test_paraphrase_test_split_holds_its_floors(paraphrase_report):
+    """Issue 13's targets (cited >= 0.85, unanswerables refused or clarified >= 0.9) are not met by any
+    gate built from the signals available on CPU (see docs/benchmarks.md): these floors are the
+    measured level, so a change that loses paraphrased answers or answers near-topic questions fails."""
+    failures = rag.paraphrase_floor_failures(paraphrase_report)
+    assert not failures, (failures, paraphrase_report["stages"])
 
 
 @pytest.mark.slow

@@ -230,3 +230,13 @@ def test_the_paraphrase_labels_match_the_handbooks():
         pytest.skip(f"shared handbook data not found at {rag.SHARED_DATA / 'corpora'} (see ../shared/data/SOURCES.md)")
     items = rag.load_set(rag.PARAPHRASE_SET)
     assert rag.label_problems(items, rag.corpus_sections()) == []
+
+
+def test_paraphrase_scores_and_floors():
+    report = {"answerable": 4, "leaks": 0, "errors": 0,
+              "stages": {"lost_at": {"answered": 1}, "unanswerable": {"near_topic": {"answer": 1, "clarify": 2, "refuse": 1}}}}
+    assert rag.paraphrase_scores(report) == {"answered_with_section_cited": 0.25, "unanswerable_refused_or_clarified": 0.75}
+    assert rag.paraphrase_floor_failures(report) == []
+    report["stages"]["lost_at"]["answered"] = 0
+    report["leaks"] = 1
+    assert len(rag.paraphrase_floor_failures(report)) == 2
