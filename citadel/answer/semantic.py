@@ -7,14 +7,14 @@ passages' stored vectors (no passage is embedded again): "vacation" sits closer 
 leave than to one on laptops. The gate, the extractive generator and the validator read the same
 matches, so what counts as support is decided once.
 
-Word vectors are remembered (LRU), so a tenant's recurring vocabulary costs nothing after its first use.
+Word vectors are remembered (the service's `QueryVectorMemo`, a second one sized for words), so a
+tenant's recurring vocabulary costs nothing after its first use.
 """
 
 from __future__ import annotations
 
-import threading
-from collections import OrderedDict
-from typing import Sequence
+import functools
+from typing import Callable, Protocol, Sequence
 
 import numpy as np
 
@@ -24,7 +24,7 @@ from citadel.answer.text import STOPWORDS, stem, words_of
 # says nothing (unrelated words score ~0-0.1 on MiniLM), at HIGH it counts like the word itself.
 MATCH_LOW = 0.1
 MATCH_HIGH = 0.4
-WORD_CACHE = 50_000
+WORD_MEMO_CAPACITY = 50_000  # words (and validator claims) whose vectors are remembered
 # At most this many words of one question are embedded: a question is bounded, this bounds the cost.
 MAX_QUESTION_WORDS = 24
 
@@ -39,35 +39,18 @@ def question_words(question: str) -> dict[str, str]:
     return found
 
 
-class WordVectors:
-    """Word → unit vector through an Embedder (as a query), remembered."""
+class TextVectors(Protocol):
+    """Texts → unit vectors through the embedder (as queries), remembered: `QueryVectorMemo`."""
 
-    def __init__(self, embedder, capacity: int = WORD_CACHE):
-        self._embedder = embedder
-        self._capacity = capacity
-        self._vectors: OrderedDict[str, np.ndarray] = OrderedDict()
-        self._lock = threading.Lock()
-
-    def vectors(self, words: Sequence[str]) -> dict[str, np.ndarray]:
-        with self._lock:
-            known = {w: self._vectors[w] for w in words if w in self._vectors}
-        missing = [w for w in dict.fromkeys(words) if w not in known]
-        if missing:
-            fresh = np.asarray(self._embedder.embed_queries(missing), dtype=np.float32)
-            known.update(zip(missing, fresh))
-            with self._lock:
-                for word, vector in zip(missing, fresh):
-                    self._vectors[word] = vector
-                while len(self._vectors) > self._capacity:
-                    self._vectors.popitem(last=False)
-        return known
+    def vectors(self, texts: Sequence[str]) -> dict[str, np.ndarray]:
+        ...
 
 
 def match_strength(cosine: float) -> float:
     return float(min(max((cosine - MATCH_LOW) / (MATCH_HIGH - MATCH_LOW), 0.0), 1.0))
 
 
-def term_matches(question: str, passage_vectors: np.ndarray, words: WordVectors) -> list[dict[str, float]]:
+def term_matches(question: str, passage_vectors: np.ndarray, words: TextVectors) -> list[dict[str, float]]:
     """Per passage (rows of `passage_vectors`, unit length), each question term's match strength."""
     by_term = question_words(question)
     if not by_term or not len(passage_vectors):
@@ -86,20 +69,29 @@ CLAIM_SUPPORT_COSINE = 0.6
 
 class ClaimSupport:
     """Which numbered sources support a claim by meaning: the claim embedded (remembered like a
-    word), compared with each source passage's stored vector."""
+    word), compared with each source passage's stored vector.
 
-    def __init__(self, texts: WordVectors, source_vectors: dict[int, np.ndarray],
+    `source_vectors` loads {source number: vector} on the first claim that needs it: most answers
+    (every extractive one) are supported word for word and never read a vector."""
+
+    def __init__(self, texts: TextVectors, source_vectors: Callable[[], dict[int, np.ndarray]],
                  threshold: float = CLAIM_SUPPORT_COSINE):
         self._texts = texts
-        self._numbers = list(source_vectors)
-        self._matrix = np.stack([source_vectors[n] for n in self._numbers]) if source_vectors else None
+        self._load = source_vectors
         self.threshold = threshold
+
+    @functools.cached_property
+    def _sources(self) -> tuple[list[int], np.ndarray | None]:
+        vectors = self._load()
+        numbers = list(vectors)
+        return numbers, np.stack([vectors[n] for n in numbers]) if numbers else None
 
     def supporting(self, claim: str) -> list[int]:
         """Source numbers whose passage the claim matches, closest first (empty when none does)."""
-        if self._matrix is None or not claim.strip():
+        if not claim.strip():
             return []
-        vector = self._texts.vectors([claim])[claim]
-        cosines = self._matrix @ vector
-        order = np.argsort(-cosines)
-        return [self._numbers[i] for i in order if cosines[i] >= self.threshold]
+        numbers, matrix = self._sources
+        if matrix is None:
+            return []
+        cosines = matrix @ self._texts.vectors([claim])[claim]
+        return [numbers[i] for i in np.argsort(-cosines) if cosines[i] >= self.threshold]

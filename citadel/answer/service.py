@@ -26,7 +26,7 @@ from citadel.answer.gate import (CLARIFY, NEEDS_CLARIFICATION, NO_ELIGIBLE_SOURC
                                  cosine_scores, term_idf, weighted_coverage)
 from citadel.answer.gate_model import CalibratedGate, make_gate
 from citadel.answer.glossary import glossary_of
-from citadel.answer.semantic import ClaimSupport, WordVectors, term_matches
+from citadel.answer.semantic import WORD_MEMO_CAPACITY, ClaimSupport, term_matches
 from citadel.answer.generators import ExtractiveGenerator, Generator, make_generator
 from citadel.answer.prompt import PROMPT_VERSION
 from citadel.answer.text import content_terms, decompound, spell_out_shorthand
@@ -143,6 +143,15 @@ class QueryVectorMemo:
         with self._lock:
             return self._vectors.get(text)
 
+    def vectors(self, texts: Sequence[str]) -> dict[str, np.ndarray]:
+        """Each text's vector: remembered ones recalled, the rest embedded in one batch (and remembered).
+        The gate's word embeddings (citadel/answer/semantic.py) come from a memo of their own."""
+        known = {text: vector for text in texts if (vector := self.recall(text)) is not None}
+        missing = [text for text in dict.fromkeys(texts) if text not in known]
+        if missing:
+            known.update(zip(missing, self.embed_queries(missing)))
+        return known
+
 
 def route_refusal(decision: Any) -> tuple[str, str] | None:
     """(reply, reason) when the router's decision refuses, else None.
@@ -180,7 +189,7 @@ class AnswerService:
                  generator: Generator, catalog: Catalog, settings: AnswerSettings | None = None,
                  expander: SectionExpander | None = None, validator: AnswerValidator | None = None,
                  router=None, passage_filter: Callable[[Passage], bool] | None = None,
-                 query_vectors: QueryVectorMemo | None = None, word_vectors: WordVectors | None = None):
+                 query_vectors: QueryVectorMemo | None = None, word_vectors: QueryVectorMemo | None = None):
         self.retriever = retriever
         self.partitions = partitions
         self.reranker = reranker
@@ -330,15 +339,18 @@ class AnswerService:
                                    glossary_of(partition), **extra)
 
     def _claim_support(self, partition: Partition, sources: Sequence[Source]) -> ClaimSupport | None:
-        """Support by meaning for the validator: each source's hit passage's stored vector."""
+        """Support by meaning for the validator: each source's hit passage's stored vector (read only
+        if a claim needs it)."""
         if self.word_vectors is None:
             return None
-        rows = layout_of(partition).row_of_chunk
-        numbered = [(s.number, rows[s.passage.chunk_id]) for s in sources if s.passage.chunk_id in rows]
-        if not numbered:
-            return None
-        vectors = partition.vectors_at([row for _, row in numbered])
-        return ClaimSupport(self.word_vectors, {number: vectors[i] for i, (number, _) in enumerate(numbered)})
+
+        def source_vectors() -> dict[int, np.ndarray]:
+            rows = layout_of(partition).row_of_chunk
+            numbered = [(s.number, rows[s.passage.chunk_id]) for s in sources if s.passage.chunk_id in rows]
+            vectors = partition.vectors_at([row for _, row in numbered]) if numbered else []
+            return {number: vectors[i] for i, (number, _) in enumerate(numbered)}
+
+        return ClaimSupport(self.word_vectors, source_vectors)
 
     def _term_matches(self, question: str, partition: Partition, top: list[Passage],
                       rows: dict[str, int]) -> list[dict[str, float]] | None:
@@ -457,4 +469,4 @@ def build_answer_service(config, catalog: Catalog, partitions: PartitionCache, e
     return AnswerService(retriever, partitions, reranker or make_reranker(answer), make_gate(answer),
                          generator or make_generator(answer), catalog, AnswerSettings.from_config(answer), expander,
                          AnswerValidator(answer.min_support), router, passage_filter, memo,
-                         WordVectors(embedder) if embedder is not None else None)
+                         QueryVectorMemo(embedder, WORD_MEMO_CAPACITY) if embedder is not None else None)

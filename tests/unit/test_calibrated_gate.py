@@ -12,7 +12,8 @@ from citadel.answer.clarify import GENERIC, candidate_sections, clarifying_quest
 from citadel.answer.gate import (CLARIFY, NEEDS_CLARIFICATION, GateSignals, compute_term_idf, gate_signals,
                                  soft_coverage)
 from citadel.answer.gate_model import (PACKAGED_MODEL, CalibratedGate, GateExample, GateModel, fit_gate_model)
-from citadel.answer.semantic import ClaimSupport, WordVectors, match_strength, question_words, term_matches
+from citadel.answer.semantic import ClaimSupport, match_strength, question_words, term_matches
+from citadel.answer.service import QueryVectorMemo
 from citadel.answer.text import stem
 from citadel.answer.validator import AnswerValidator
 from citadel.answer.expand import Source
@@ -139,7 +140,7 @@ class _Embedder:
 
 def test_term_matches_map_word_cosines_and_remember_words():
     embedder = _Embedder({"vacation": np.array([0.6, 0.8, 0.0], dtype=np.float32)})
-    words = WordVectors(embedder)
+    words = QueryVectorMemo(embedder)
     passages = np.array([[1.0, 0.0, 0.0], [0.0, 1.0, 0.0]], dtype=np.float32)
     matches = term_matches("How much vacation?", passages, words)
     term = stem("vacation")
@@ -157,7 +158,7 @@ def test_validator_accepts_a_paraphrase_by_meaning_but_still_drops_invented_figu
                           invented: np.array([1.0, 0.0, 0.0], dtype=np.float32)})
     source = Source(1, passage("Annual leave accrues four hours per pay period."),
                     "Annual leave accrues four hours per pay period.", 10)
-    support = ClaimSupport(WordVectors(embedder), {1: np.array([1.0, 0.0, 0.0], dtype=np.float32)})
+    support = ClaimSupport(QueryVectorMemo(embedder), lambda: {1: np.array([1.0, 0.0, 0.0], dtype=np.float32)})
     validator = AnswerValidator()
     assert validator.validate("q", f"{claim} [1]", [source]).fallback  # lexically unsupported
     kept = validator.validate("q", f"{claim} [1]", [source], support)
