@@ -429,6 +429,17 @@ def prune_segments(partitions_dir: Path, tenant_id: str, keep: set[str]) -> None
             shutil.rmtree(path, ignore_errors=True)
 
 
+def sampled_texts(partition: "Partition", limit: int) -> list[str]:
+    """The partition's chunk texts, or an evenly strided sample of `limit` of them: statistics of a
+    tenant's vocabulary (term IDF, mined definitions) are ratios and counts a sample of this size
+    estimates well, and the first query on a huge tenant stays cheap."""
+    texts = partition.table.column("text").to_pylist()
+    if len(texts) <= limit:
+        return texts
+    stride = len(texts) / limit
+    return [texts[int(i * stride)] for i in range(limit)]
+
+
 class SegmentCache(Generic[T]):
     """Data derived from a segment, cached by segment id with LRU eviction.
 

@@ -21,7 +21,7 @@ import numpy as np
 
 from citadel.answer.glossary import EMPTY_GLOSSARY, Glossary
 from citadel.answer.text import content_terms, document_name, term_set
-from citadel.partition import Partition, SegmentCache
+from citadel.partition import Partition, SegmentCache, sampled_texts
 from citadel.types import Passage
 
 LOW_COVERAGE = "low_coverage"
@@ -67,11 +67,7 @@ def term_idf(partition: Partition) -> TermIdf:
 
 
 def _sampled_term_idf(partition: Partition) -> TermIdf:
-    texts = partition.table.column("text").to_pylist()
-    if len(texts) > IDF_SAMPLE_ROWS:
-        stride = len(texts) / IDF_SAMPLE_ROWS
-        texts = [texts[int(i * stride)] for i in range(IDF_SAMPLE_ROWS)]
-    return compute_term_idf(texts)
+    return compute_term_idf(sampled_texts(partition, IDF_SAMPLE_ROWS))
 
 
 @dataclass(frozen=True)

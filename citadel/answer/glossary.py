@@ -25,7 +25,7 @@ from types import MappingProxyType
 
 from citadel import regex
 from citadel.answer.text import STOPWORDS, content_terms
-from citadel.partition import Partition, SegmentCache
+from citadel.partition import Partition, SegmentCache, sampled_texts
 
 # "Long Form Words (LFW)": an acronym-like token alone in parentheses.
 ACRONYM_IN_PARENTHESES = regex.compile("answer.glossary.acronym_in_parentheses", r"\(([A-Za-z0-9]{2,9})\)")
@@ -416,8 +416,4 @@ def glossary_of(partition: Partition) -> Glossary:
 
 
 def _sampled_glossary(partition: Partition) -> Glossary:
-    texts = partition.table.column("text").to_pylist()
-    if len(texts) > GLOSSARY_SAMPLE_ROWS:
-        stride = len(texts) / GLOSSARY_SAMPLE_ROWS
-        texts = [texts[int(i * stride)] for i in range(GLOSSARY_SAMPLE_ROWS)]
-    return mine_glossary(text for text in texts if text)
+    return mine_glossary(text for text in sampled_texts(partition, GLOSSARY_SAMPLE_ROWS) if text)
