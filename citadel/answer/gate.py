@@ -15,7 +15,7 @@ from __future__ import annotations
 import math
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Sequence
+from typing import NamedTuple, Sequence
 
 import numpy as np
 
@@ -199,10 +199,28 @@ def gate_signals(question_terms: set[str], top: Sequence[Passage], idf: TermIdf,
     return signals, best_terms
 
 
+class Assessment(NamedTuple):
+    """What both gates read before deciding: the signals, the question terms the best passage
+    lacks, and whether the question names a fact at all (MIN_QUESTION_TERMS)."""
+
+    signals: GateSignals
+    missing: list[str]
+    names_a_fact: bool
+
+
+def assess(question: str, top: Sequence[Passage], idf: TermIdf, vector_scores: Sequence[float] | None,
+           term_matches: Sequence[dict[str, float]] | None, glossary: Glossary) -> Assessment:
+    question_terms = set(content_terms(question))
+    signals, best_terms = gate_signals(question_terms, top, idf, vector_scores, term_matches, glossary)
+    return Assessment(signals, sorted(question_terms - best_terms), len(question_terms) >= MIN_QUESTION_TERMS)
+
+
 class ConfidenceGate:
-    """The hand-set gate: lexical coverage and cosine thresholds (GateThresholds). The default is the
-    calibrated gate (citadel/answer/gate_model.py); this one decides where no fitted model applies
-    (another embedder, keyword-only retrieval) and when configured (`answer.gate: thresholds`)."""
+    """The hand-set gate (the default): lexical coverage and cosine thresholds (GateThresholds). It
+    also decides for the calibrated gate (citadel/answer/gate_model.py) where its fitted model does
+    not apply (another embedder, keyword-only retrieval)."""
+
+    reads_word_matches = False  # it never reads `term_matches`: the service need not embed the words
 
     def __init__(self, thresholds: GateThresholds | None = None):
         self.thresholds = thresholds or GateThresholds()
@@ -210,20 +228,19 @@ class ConfidenceGate:
     def check(self, question: str, passages: Sequence[Passage], idf: TermIdf,
               vector_scores: Sequence[float] | None = None, rerank_score: float | None = None,
               term_matches: Sequence[dict[str, float]] | None = None,
-              glossary: Glossary = EMPTY_GLOSSARY) -> GateDecision:
+              glossary: Glossary = EMPTY_GLOSSARY, embedding_model: str | None = None) -> GateDecision:
         """Decide whether the top passages can answer `question`.
 
         `vector_scores`: cosine of the question to each passage (same order), when the vector leg ran.
         `rerank_score`: the best calibrated rerank score, when a reranker ran.
+        `embedding_model`: the passages' embedder (the hand-set thresholds apply to any).
         """
         if not passages:
             return GateDecision(False, NO_ELIGIBLE_SOURCE)
         top = list(passages[: self.thresholds.passages])
-        question_terms = set(content_terms(question))
-        signals, best_terms = gate_signals(question_terms, top, idf, vector_scores, term_matches, glossary)
-        missing = sorted(question_terms - best_terms)
+        signals, missing, names_a_fact = assess(question, top, idf, vector_scores, term_matches, glossary)
         vector = max(vector_scores[: len(top)]) if vector_scores else None
-        if len(question_terms) < MIN_QUESTION_TERMS:
+        if not names_a_fact:
             return GateDecision(False, NEEDS_CLARIFICATION, signals.lexical, vector, rerank_score, missing, signals,
                                 model="thresholds")
         passed = self._passes(signals.lexical, vector, rerank_score)

@@ -14,6 +14,10 @@ The parameters are a versioned JSON file (the packaged default beside this modul
 `answer.gate_model`). They were fitted with one embedder's cosines: where the passages were
 embedded by another model (or only the keyword leg ran) the hand-set gate decides instead.
 Scoring is a dot product: no scikit-learn on the request path.
+
+It is not the default (`answer.gate: calibrated` turns it on): fitted on the paraphrase set's dev
+split its signals barely told answerable questions from near-topic ones, and it cost the regression
+set most of its answers (docs/benchmarks.md, issue 13).
 """
 
 from __future__ import annotations
@@ -24,10 +28,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Sequence
 
-from citadel.answer.gate import (LOW_COVERAGE, MIN_QUESTION_TERMS, NEEDS_CLARIFICATION, NO_ELIGIBLE_SOURCE,
-                                 ConfidenceGate, GateDecision, GateSignals, GateThresholds, TermIdf, gate_signals)
+from citadel.answer.gate import (LOW_COVERAGE, NEEDS_CLARIFICATION, NO_ELIGIBLE_SOURCE, ConfidenceGate, GateDecision,
+                                 GateSignals, GateThresholds, TermIdf, assess)
 from citadel.answer.glossary import EMPTY_GLOSSARY, Glossary
-from citadel.answer.text import content_terms
 from citadel.types import Passage
 
 PACKAGED_MODEL = Path(__file__).with_name("gate_model.json")
@@ -78,7 +81,10 @@ class GateModel:
 
 
 class CalibratedGate:
-    """The default gate; `fallback` (the hand-set one) decides where the model does not apply."""
+    """The gate from a fitted model (`answer.gate: calibrated`); `fallback` (the hand-set one)
+    decides where the model does not apply."""
+
+    reads_word_matches = True  # its semantic signal needs the question's words embedded
 
     def __init__(self, model: GateModel, thresholds: GateThresholds | None = None):
         self.model = model
@@ -100,11 +106,9 @@ class CalibratedGate:
         if not vector_scores or not self.applies_to(embedding_model):
             return self.fallback.check(question, passages, idf, vector_scores, rerank_score, term_matches, glossary)
         top = list(passages[: self.thresholds.passages])
-        question_terms = set(content_terms(question))
-        signals, best_terms = gate_signals(question_terms, top, idf, vector_scores, term_matches, glossary)
+        signals, missing, names_a_fact = assess(question, top, idf, vector_scores, term_matches, glossary)
         probability = self.model.probability(signals)
-        missing = sorted(question_terms - best_terms)
-        if len(question_terms) < MIN_QUESTION_TERMS or self.model.clarify_at <= probability < self.model.answer_at:
+        if not names_a_fact or self.model.clarify_at <= probability < self.model.answer_at:
             reason = NEEDS_CLARIFICATION
         else:
             reason = None if probability >= self.model.answer_at else LOW_COVERAGE
@@ -113,8 +117,8 @@ class CalibratedGate:
 
 
 def make_gate(answer_config) -> ConfidenceGate | CalibratedGate:
-    """The configured gate: `calibrated` (default) with the packaged or configured model, or the
-    hand-set `thresholds` gate."""
+    """The configured gate: the hand-set `thresholds` gate (default), or `calibrated` with the
+    packaged or configured model."""
     thresholds = GateThresholds.from_config(answer_config)
     if answer_config.gate == "thresholds":
         return ConfidenceGate(thresholds)

@@ -45,7 +45,6 @@ REFUSAL_REPLIES = {
     "low_coverage": "The documents available to you do not contain enough information to answer this question.",
     "no_eligible_source": "No document available to you covers this question.",
 }
-REFUSED_OUTCOMES = ("refuse", "clarify")
 SECONDS_PER_DAY = 86_400.0
 # Old answer-log rows are purged on the request path, but at most this often.
 PURGE_INTERVAL_S = 3_600.0
@@ -327,16 +326,15 @@ class AnswerService:
             rows = layout_of(partition).row_of_chunk
             top = [p for p in top if p.chunk_id in rows]  # a publish landed mid-request: score what is there
             vector_scores = cosine_scores(partition, top, query_vector, rows)
-            if self.word_vectors is not None and top and isinstance(self.gate, CalibratedGate):
+            if self.word_vectors is not None and top and self.gate.reads_word_matches:
                 with timer.stage("semantic"):
                     matches = self._term_matches(question, partition, top, rows)
         rerank_score = passages[0].score if reranked else None
         with timer.stage("gate"):
             if not top:
                 return GateDecision(False, NO_ELIGIBLE_SOURCE)
-            extra = {"embedding_model": partition.manifest.get("model_id")} if isinstance(self.gate, CalibratedGate) else {}
             return self.gate.check(question, top, term_idf(partition), vector_scores, rerank_score, matches,
-                                   glossary_of(partition), **extra)
+                                   glossary_of(partition), partition.manifest.get("model_id"))
 
     def _claim_support(self, partition: Partition, sources: Sequence[Source]) -> ClaimSupport | None:
         """Support by meaning for the validator: each source's hit passage's stored vector (read only
