@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Sequence
 
@@ -163,8 +163,7 @@ def fit_gate_model(examples: Sequence[GateExample], embedding_model: str, versio
     present = sorted(p for p, e in zip(probabilities, examples) if e.answerable and e.evidence)
     clarify_at = min(answer_at, present[int(CLARIFY_QUANTILE * (len(present) - 1))] if present else answer_at)
     fitted = {**(fitted_on or {}), **_scores(probabilities, examples, answer_at, clarify_at)}
-    return GateModel(version, embedding_model, GateSignals.FEATURES, model.mean, model.scale, model.coef,
-                     model.intercept, round(answer_at, 6), round(clarify_at, 6), fitted)
+    return replace(model, answer_at=round(answer_at, 6), clarify_at=round(clarify_at, 6), fitted=fitted)
 
 
 def _answer_threshold(unanswerable: Sequence[float]) -> float:

@@ -36,8 +36,9 @@ def gate(
     with context:
         rag_eval.build_tenants(runtime, data or rag_eval.SHARED_DATA, rag_eval.DEFAULT_OVERLAY, progress=update)
         results = rag_eval.evaluate_results(runtime, items, progress=update)
+    # Items the router refused (or too empty to search) never reached a gate: they carry no signals.
     examples = [GateExample(tuple(r.signals.values()), r.item.answerable, r.evidence_ranked)
-                for r in results if r.signals is not None and r.reason not in ROUTER_REASONS]
+                for r in results if r.signals is not None]
     today = datetime.date.today().isoformat()
     model = fit_gate_model(examples, runtime.embedder.model_id, f"gate-{today}",
                            {"set": str(Path(set_file).name), "split": split, "date": today})
@@ -46,7 +47,3 @@ def gate(
     print(json.dumps({"written": str(target), "version": model.version, "answer_at": model.answer_at,
                       "clarify_at": model.clarify_at, "coef": dict(zip(model.features, model.coef)),
                       "fitted": model.fitted}, indent=1))
-
-
-# Refusals the router decided before any gate ran: not examples of what the gate should do.
-ROUTER_REASONS = ("prompt_injection", "sensitive_data", "human_requested", "off_topic")
