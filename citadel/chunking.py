@@ -21,7 +21,8 @@ from pathlib import PurePath
 from citadel import regex
 from citadel.errors import ParseError
 from citadel.parsing.markdown import TABLE_SEPARATOR_ROW
-from citadel.types import Block, Chunk, ParsedDocument, Section, content_hash, embed_text_for, make_chunk_id
+from citadel.types import (HEADING_SEPARATOR, Block, Chunk, ParsedDocument, Section, content_hash, embed_text_for,
+                           make_chunk_id)
 
 DEFAULT_MAX_TOKENS = 400
 DEFAULT_OVERLAP_TOKENS = 50
@@ -77,10 +78,10 @@ def chunk_document(
     """
     if max_tokens <= 0 or not 0 <= overlap_tokens < max_tokens:
         raise ValueError(f"need max_tokens > overlap_tokens >= 0, got {max_tokens}, {overlap_tokens}")
-    title = title_override or parsed.title or PurePath(parsed.source).stem
+    title = document_title(parsed, title_override)
     chunks: list[Chunk] = []
     for section_index, section in enumerate(parsed.sections):
-        heading_path = section.heading_path or ((title,) if title else ())
+        heading_path = section_heading_path(section, title)
         if not heading_path and section.page is None:
             raise ParseError(
                 f"{parsed.source}: section {section_index} has no heading, page or title to cite",
@@ -113,13 +114,23 @@ def chunk_document(
     return chunks
 
 
+def document_title(parsed: ParsedDocument, title_override: str | None = None) -> str:
+    """The title chunks carry: the catalog's override, else the parsed title, else the file name."""
+    return title_override or parsed.title or PurePath(parsed.source).stem
+
+
+def section_heading_path(section: Section, title: str) -> tuple[str, ...]:
+    """The heading path a section's chunks cite: its own, or the document's title when it has none."""
+    return section.heading_path or ((title,) if title else ())
+
+
 def context_header(title: str, heading_path: tuple[str, ...], page: int | None) -> str:
     """`Title > Heading > Sub (page N)`, embedded before the chunk text. A path that already
     starts with the title (an H1 equal to it, or a PDF page) does not repeat it."""
     parts = list(heading_path)
     if title and (not parts or parts[0] != title):
         parts.insert(0, title)
-    header = " > ".join(parts)
+    header = HEADING_SEPARATOR.join(parts)
     return f"{header} (page {page})" if page is not None else header
 
 

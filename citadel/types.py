@@ -11,6 +11,7 @@ from typing import Literal, NewType
 from citadel.errors import InvalidTenant
 
 BlockKind = Literal["text", "table", "code"]
+HEADING_SEPARATOR = " > "  # joins a heading path into a chunk's (and a passage's) `heading`
 DocStatus = Literal["draft", "published", "superseded", "archived", "withdrawn"]
 
 
@@ -100,7 +101,7 @@ class Chunk:
 
     @property
     def heading(self) -> str:
-        return " > ".join(self.heading_path)
+        return HEADING_SEPARATOR.join(self.heading_path)
 
     @property
     def embed_text(self) -> str:
@@ -166,6 +167,11 @@ class Passage:
     # return it: the confidence gate reads whether the legs agree. Not part of the public JSON.
     vector_rank: int | None = None
     keyword_rank: int | None = None
+
+    @property
+    def section_title(self) -> str:
+        """The last heading of the passage's heading path: its own section's title."""
+        return self.heading.rsplit(HEADING_SEPARATOR, 1)[-1]
 
     def to_dict(self) -> dict:
         return {

@@ -12,7 +12,6 @@ from typing import Sequence
 
 from citadel.types import Passage
 
-HEADING_SEPARATOR = " > "
 MAX_CANDIDATES = 3
 MAX_NAME_CHARS = 80
 OFFER_A_PERSON = "or ask to be put in touch with a person who can help."
@@ -24,7 +23,7 @@ def candidate_sections(passages: Sequence[Passage], limit: int = MAX_CANDIDATES)
     """Distinct section names of the top passages, best first: "Annual leave (Leave)"."""
     names: list[str] = []
     for passage in passages:
-        section = (passage.heading or "").rsplit(HEADING_SEPARATOR, 1)[-1].strip() or passage.title
+        section = passage.section_title.strip() or passage.title
         title = (passage.title or "").strip()
         name = section if not title or title == section else f"{section} ({title})"
         name = name[:MAX_NAME_CHARS]

