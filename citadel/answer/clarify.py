@@ -10,13 +10,14 @@ from __future__ import annotations
 
 from typing import Sequence
 
+from citadel.guardrails.router import DEFAULT_REPLIES, NEEDS_CLARIFICATION
 from citadel.types import Passage
 
 MAX_CANDIDATES = 3
 MAX_NAME_CHARS = 80
 OFFER_A_PERSON = "or ask to be put in touch with a person who can help."
-GENERIC = ("Could you tell me a bit more about what you need — the situation, or the policy you are asking "
-           f"about — {OFFER_A_PERSON}")
+# Nothing matched, or nothing to search for: the router's reply to an empty question.
+GENERIC = DEFAULT_REPLIES[NEEDS_CLARIFICATION]
 
 
 def candidate_sections(passages: Sequence[Passage], limit: int = MAX_CANDIDATES) -> list[str]:

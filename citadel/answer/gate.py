@@ -19,6 +19,7 @@ from typing import NamedTuple, Sequence
 
 import numpy as np
 
+from citadel.answer.clarify import NEEDS_CLARIFICATION
 from citadel.answer.glossary import EMPTY_GLOSSARY, Glossary
 from citadel.answer.text import content_terms, document_name, term_set
 from citadel.partition import Partition, SegmentCache, sampled_texts
@@ -86,7 +87,6 @@ class GateThresholds:
 
 
 ANSWER, CLARIFY, REFUSE = "answer", "clarify", "refuse"
-NEEDS_CLARIFICATION = "needs_clarification"
 # A question with fewer distinctive terms than this ("leave?", "") names no fact to look for: the
 # gate asks what the user means instead of guessing from whatever matched one word.
 MIN_QUESTION_TERMS = 2

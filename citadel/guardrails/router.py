@@ -27,8 +27,10 @@ DEFAULT_MAX_QUESTION_CHARS = 2_000
 Action = Literal["answer", "refuse"]
 Path = Literal["simple", "multi_step"]
 
-# An empty question gets a clarifying question back, with the answer path's reason for one (issue 13).
-EMPTY_QUESTION = "needs_clarification"
+# The reason of every clarifying question: the router's for an empty question, the answer path's
+# (citadel/answer/clarify.py) for one naming no fact or matching only weakly (issue 13).
+NEEDS_CLARIFICATION = "needs_clarification"
+EMPTY_QUESTION = NEEDS_CLARIFICATION
 QUESTION_TOO_LONG = "question_too_long"
 # One spelling with the answer log, whose migration withholds old rows refused for this reason.
 SENSITIVE_DATA = SENSITIVE_DATA_REASON
