@@ -669,7 +669,7 @@ def paraphrase_scores(report: dict[str, Any]) -> dict[str, float]:
     and the share of unanswerable ones refused or clarified."""
     answerable = report["answerable"]
     cited = report["stages"]["lost_at"]["answered"]
-    outcomes = [counts for counts in report["stages"]["unanswerable"].values()]
+    outcomes = list(report["stages"]["unanswerable"].values())
     unanswerable = sum(sum(c.values()) for c in outcomes)
     declined = sum(c["clarify"] + c["refuse"] for c in outcomes)
     return {"answered_with_section_cited": _ratio(cited, answerable),
