@@ -18,9 +18,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from citadel.cli.runtime import Runtime  # noqa: E402
+from citadel.wiring import Wiring  # noqa: E402
 from citadel.config import load_config  # noqa: E402
-from citadel.ingestion import AclSpec, discover  # noqa: E402
+from citadel.ingest.sources import AclSpec, discover  # noqa: E402
 from citadel.types import Principal  # noqa: E402
 
 HOME = ROOT / "benchmarks" / "out" / "ask-latency"
@@ -39,12 +39,12 @@ def main() -> None:
     config = load_config(environ={"CITADEL_HOME": str(home), "CITADEL_EMBEDDING__BACKEND": "minilm",
                                   "CITADEL_EMBEDDING__TORCH_THREADS": "1", "CITADEL_ANSWER__GENERATOR": "extractive",
                                   "CITADEL_ANSWER__RERANKER": "none"})
-    runtime = Runtime(config=config)
-    report = runtime.ingestor().ingest(TENANT, discover([CORPUS]), AclSpec.from_groups(["*"]))
+    wiring = Wiring(config)
+    report = wiring.ingestor().ingest(TENANT, discover([CORPUS]), AclSpec.from_groups(["*"]))
     principal = Principal(TENANT, "latency-bench", frozenset())
     # Both gates side by side in one run (issue 13): the hand-set default and the calibrated one.
-    services = {"thresholds": runtime.answer_service,
-                "calibrated": Runtime(config=config.model_copy(update={"answer": config.answer.model_copy(
+    services = {"thresholds": wiring.answer_service,
+                "calibrated": Wiring(config.model_copy(update={"answer": config.answer.model_copy(
                     update={"gate": "calibrated"})})).answer_service}
     results = {}
     for name, service in services.items():

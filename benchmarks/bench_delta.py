@@ -30,8 +30,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from citadel.config import IndexConfig  # noqa: E402
-from citadel.partition import Partition, chunks_to_table  # noqa: E402
-from citadel.stages import build_tenant_segment, verify_built  # noqa: E402
+from citadel.segments.build import chunks_to_table  # noqa: E402
+from citadel.segments.partition import Partition  # noqa: E402
+from citadel.ingest.steps import build_tenant_segment, verify_built  # noqa: E402
 from citadel.types import Chunk  # noqa: E402
 
 DIM = 384
@@ -97,7 +98,7 @@ def run(base_chunks: int, new_chunks: int, replaced_documents: int) -> dict:
             started = time.perf_counter()
             partition = Partition(built.path, loaded=loaded)  # the replica's reload (PartitionCache)
             reload_s = time.perf_counter() - started
-            rows[mode] = {"kind": built.kind, "publish_s": round(seconds, 2), "replica_reload_s": round(reload_s, 2),
+            rows[mode] = {"kind": built.kind.value, "publish_s": round(seconds, 2), "replica_reload_s": round(reload_s, 2),
                           "rows": built.rows, **_search_ms(partition, rng)}
         rows["rebuild_over_delta"] = round(rows["rebuild"]["publish_s"] / rows["delta"]["publish_s"], 1)
         return rows

@@ -19,8 +19,23 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from citadel.cli.runtime import Runtime, make_progress  # noqa: E402
 from citadel.eval import squad  # noqa: E402
+from citadel.wiring import Wiring  # noqa: E402
+
+PROGRESS_STEPS = 10
+
+
+def progress_lines():
+    """Plain progress lines on stderr, about every tenth of each stage (benchmarks do not import the
+    CLI, whose rich progress bars live in citadel.cli.runtime)."""
+    last: dict[str, int] = {}
+
+    def log(stage: str, done: int, total: int) -> None:
+        if done == total or done - last.get(stage, 0) >= max(1, total // PROGRESS_STEPS):
+            last[stage] = done
+            print(f"[{stage}] {done}/{total}", file=sys.stderr, flush=True)
+
+    return log
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -35,11 +50,9 @@ def main(argv: list[str] | None = None) -> int:
     if not args.file.exists():
         print(f"SQuAD file not found: {args.file} (see ../shared/data/SOURCES.md)", file=sys.stderr)
         return 2
-    runtime = Runtime(config_path=args.config)
+    wiring = Wiring(config_path=args.config)
     started = time.perf_counter()
-    update, context = make_progress()
-    with context:
-        report = squad.run(runtime, args.file, args.sample, args.seed, args.tenant, progress=update)
+    report = squad.run(wiring, args.file, args.sample, args.seed, args.tenant, progress=progress_lines())
     report["total_seconds"] = round(time.perf_counter() - started, 1)
     print(json.dumps(report, indent=1) if args.json else squad.format_table(report))
     return 0

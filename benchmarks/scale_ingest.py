@@ -78,7 +78,7 @@ def log(message: str) -> None:
 
 
 def synthesize(args, corpus: Path):
-    from citadel.synth import SynthSpec, generate
+    from citadel.ingest.synth import SynthSpec, generate
 
     spec = SynthSpec(tenants=args.tenants, chunks=args.chunks, seed=args.seed, large=args.large,
                      small_cap=args.small_cap)
@@ -149,7 +149,7 @@ def main() -> None:
     args.large = tuple(int(x) for x in args.large.split(",") if x)
 
     from citadel.catalog.sqlite import SQLiteCatalog
-    from citadel.synth import MANIFEST_NAME, SynthResult
+    from citadel.ingest.synth import MANIFEST_NAME, SynthResult
     from cluster.ray_local import local_ray
     from indexing.records import records_from_manifest
 

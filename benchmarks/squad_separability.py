@@ -22,7 +22,7 @@ sys.path.insert(0, str(REPO))
 
 from citadel.answer.gate import term_idf, weighted_coverage  # noqa: E402
 from citadel.answer.text import term_set  # noqa: E402
-from citadel.cli.runtime import Runtime  # noqa: E402
+from citadel.wiring import Wiring  # noqa: E402
 from citadel.eval import squad  # noqa: E402
 from citadel.types import Principal  # noqa: E402
 
@@ -52,14 +52,14 @@ def main() -> None:
     parser.add_argument("--sample", type=int, default=600)
     parser.add_argument("--seed", type=int, default=7)
     args = parser.parse_args()
-    runtime = Runtime()
+    wiring = Wiring()
     data = squad.load_squad()
-    squad.ensure_indexed(runtime, data)
-    idf = term_idf(runtime.partitions.get(squad.DEFAULT_TENANT))
+    squad.ensure_indexed(wiring, data)
+    idf = term_idf(wiring.partitions.get(squad.DEFAULT_TENANT))
     principal = Principal(squad.DEFAULT_TENANT, "separability", frozenset())
     rows = []
     for question in squad.sample_questions(data, args.sample, args.seed):
-        response = runtime.answer_service.ask(principal, question.question)
+        response = wiring.answer_service.ask(principal, question.question)
         gate = response.gate
         rows.append({"unanswerable": question.impossible,
                      # low coverage / low similarity should mean "unanswerable": negate to score that way

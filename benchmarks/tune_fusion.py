@@ -12,7 +12,7 @@ import itertools
 import json
 from pathlib import Path
 
-from citadel.cli.runtime import Runtime
+from citadel.wiring import Wiring
 from citadel.eval.beir import RECALL_K, ensure_indexed, load_beir
 from citadel.eval.metrics import ndcg_at_k
 from citadel.retrieval.fusion import reciprocal_rank_fusion
@@ -29,10 +29,10 @@ def main() -> None:
     parser.add_argument("--tenant", default="beir-scifact")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
-    runtime = Runtime()
+    wiring = Wiring()
     data = load_beir(DATA, args.split)
-    ensure_indexed(runtime, args.tenant, data)
-    retriever = runtime.retriever
+    ensure_indexed(wiring, args.tenant, data)
+    retriever = wiring.retriever
     partition, allowed = retriever.scope(Principal(args.tenant, "tune", frozenset()))
     documents = partition.table.column("document_id").to_pylist()
     plan = retriever.plan(len(allowed), len(partition))

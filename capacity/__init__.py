@@ -1,4 +1,6 @@
-"""Capacity planner and simulator (DESIGN.md §2: imports only citadel.* and capacity.*).
+"""Capacity planner and simulator (DESIGN.md §2): pure sizing, simulation, calibration and plots.
+Imports only citadel.* and capacity.*, never a CLI framework (the `citadel capacity` commands are
+citadel/cli/capacity_cmd.py).
 
 - `workload`: the typed workload spec (YAML) with documented defaults.
 - `sizing`: RAM/SSD per tier, GPUs, replicas, tokens, cost, what runs out first; `build_plan`.
@@ -6,5 +8,5 @@
 - `retrystorm`: closed forms for retries at every layer, a retry budget, hedging.
 - `simulate`: a seeded discrete-event simulator of replicas, faults and those policies.
 - `calibrate`: micro-benchmarks whose rates replace the defaults.
-- `plots`: PNGs of a plan. `cli`: the `citadel capacity` typer app.
+- `plots`: PNGs of a plan.
 """

@@ -347,7 +347,7 @@ def _deployments() -> dict[str, DeploymentSettings]:
 
 
 class ServingConfig(_Section):
-    """The Ray Serve application (serving/app.py) and the HTTP API (DESIGN.md §5, §9)."""
+    """The Ray Serve application (serving/ray/app.py) and the HTTP API (DESIGN.md §5, §9)."""
 
     topology: Literal["fused", "split"] = Field(
         "fused", description="fused: all stages in one replica; split: one autoscaled deployment per stage."
@@ -441,7 +441,7 @@ class ResilienceConfig(_Section):
     hedge_min_delay_ms: float = Field(5.0, ge=0, description="Floor of the hedge delay.")
     hedge_budget: float = Field(0.10, ge=0, le=1, description="Most hedges as a share of requests.")
     outlier_routing: bool = Field(
-        True, description="Route retriever reads away from a replica much slower than its peers (serving/routing.py)."
+        True, description="Route retriever reads away from a replica much slower than its peers (serving/ray/routing.py)."
     )
     retry_budget: float = Field(0.10, ge=0, le=1, description="Most retries as a share of requests.")
     retry_max_attempts: int = Field(2, ge=1, description="Attempts per call, first included.")

@@ -6,11 +6,26 @@ import hashlib
 import json
 import re
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import Literal, NewType
 
 from citadel.errors import InvalidTenant
 
 BlockKind = Literal["text", "table", "code"]
+
+
+class Degradation(StrEnum):
+    """What a response lacks and says so in `degraded` (DESIGN.md §5): a stage was skipped or
+    replaced, the answer still left. The values are the API's stable strings."""
+
+    VECTOR_LEG_UNAVAILABLE = "vector_leg_unavailable"  # the vector search failed; keyword results only
+    KEYWORD_ONLY = "keyword_only"  # the embedder failed, so the vector leg was skipped
+    RERANK_SKIPPED = "rerank_skipped"  # off, slow or failing: the fused order stands
+    GENERATOR_SECONDARY = "generator_secondary"  # the primary generator failed; the secondary answered
+    GENERATOR_FALLBACK = "generator_fallback"  # both failed; the extractive generator answered
+    CACHE_UNAVAILABLE = "cache_unavailable"  # the answer cache failed open
+
+
 HEADING_SEPARATOR = " > "  # joins a heading path into a chunk's (and a passage's) `heading`
 DocStatus = Literal["draft", "published", "superseded", "archived", "withdrawn"]
 

@@ -1,7 +1,7 @@
 """`citadel bench ingest`: chunks/s of the Ray Data pipeline beside a raw encode() loop of the same
 model on the same texts, in one run (goal: raydata ≥ 0.85× raw_encode).
 
-Both sides embed the chunks of one synthetic corpus (`citadel.synth`). `raw_encode` is a plain loop of
+Both sides embed the chunks of one synthetic corpus (`citadel.ingest.synth`). `raw_encode` is a plain loop of
 `embed_passages` over batches in this process, timed after the model is loaded. `raydata` is the whole
 pipeline (parse, chunk, embed on the actor pool, stage, build, verify, publish) on a local Ray instance
 already started; its `seconds` leave out the embed actors' model loading, as the raw loop does, and
@@ -20,9 +20,9 @@ import pyarrow.parquet as pq
 from citadel.catalog.sqlite import SQLiteCatalog
 from citadel.config import CitadelConfig
 from citadel.embedding.factory import make_embedder
-from citadel.sources import AclSpec, SourceFile
-from citadel.stages import PreparedDocument, VersionSnapshot, prepare_document
-from citadel.synth import SynthSpec, generate
+from citadel.ingest.sources import AclSpec, SourceFile
+from citadel.ingest.steps import PreparedDocument, VersionSnapshot, prepare_document
+from citadel.ingest.synth import SynthSpec, generate
 
 GOAL_RATIO = 0.85
 WARMUP_TEXTS = 8

@@ -9,18 +9,20 @@
 A crash anywhere before a tenant's pointer switch leaves that tenant's previous version served: new
 segments are complete directories no pointer names until `publish`, and staged rows live under the
 job's staging folder, which the next job sweeps once its owner is gone.
+
+`RayDataEngine` is the IngestEngine (citadel.ingest.engine) over this pipeline: the CLI runs the same
+job on it as on the local engine.
 """
 
 from __future__ import annotations
 
-import fcntl
 import json
 import logging
 import os
 import shutil
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -31,12 +33,14 @@ import ray.data
 
 from citadel.catalog.base import Catalog
 from citadel.config import CitadelConfig
-from citadel.embedding.factory import embedder_identity
-from citadel.ingestion import JobReport
-from citadel.partition import MANIFEST, segment_total_rows, tenant_root
-from citadel.sources import AclSpec, FileOutcome
+from citadel.embedding.factory import embedder_identity, make_embedder
 from citadel.errors import CitadelError
-from citadel.stages import (
+from citadel.ingest.engine import RAY_ENGINE, TenantSources
+from citadel.ingest.local import Ingestor
+from citadel.ingest.reembed import needs_reembed
+from citadel.ingest.report import JobReport, plain
+from citadel.ingest.sources import AclSpec, FileOutcome
+from citadel.ingest.steps import (
     BuiltSegment,
     VersionSnapshot,
     live_versions,
@@ -47,8 +51,12 @@ from citadel.stages import (
     tenant_lock,
     verify_built,
 )
+from citadel.locks import LockHeld, file_lock
+from citadel.segments.compaction import RebuildReason
+from citadel.segments.layout import tenant_root
+from citadel.segments.manifest import MANIFEST, SegmentKind, read_manifest
 from indexing.plan import StagePlan, plan_stages
-from indexing.records import tenants_of
+from indexing.records import records_from_jobs, tenants_of
 from indexing.stages import (
     FAILED,
     PUBLISHED,
@@ -80,13 +88,15 @@ class TenantResult:
     rows: int = 0
     new_chunks: int = 0
     build_s: float = 0.0
-    segment_kind: str | None = None  # delta (incremental) or base (a rebuild)
-    rebuild_reason: str | None = None
+    segment_kind: SegmentKind | None = None  # delta (incremental) or base (a rebuild)
+    rebuild_reason: RebuildReason | None = None
     code: str | None = None
     reason: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return {k: (round(v, 3) if isinstance(v, float) else v) for k, v in self.__dict__.items() if v is not None}
+        values = {**self.__dict__, "segment_kind": plain(self.segment_kind),
+                  "rebuild_reason": plain(self.rebuild_reason)}
+        return {k: (round(v, 3) if isinstance(v, float) else v) for k, v in values.items() if v is not None}
 
 
 @dataclass
@@ -142,8 +152,7 @@ def staging_area(home: Path, job_id: str, catalog: Catalog) -> Iterator[Path]:
     _sweep_abandoned(root, catalog)
     directory = root / job_id
     directory.mkdir()
-    with open(directory / OWNER_LOCK, "w") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
+    with file_lock(directory / OWNER_LOCK):
         try:
             yield directory
         finally:
@@ -155,15 +164,19 @@ def _sweep_abandoned(root: Path, catalog: Catalog) -> None:
         lock = directory / OWNER_LOCK
         if not directory.is_dir() or not lock.exists():
             continue
-        with open(lock, "a") as handle:
-            try:
-                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                continue  # a live job owns it
-            job = catalog.get_job(directory.name)
-            if job and job["status"] == "running":
-                catalog.finish_job(directory.name, "failed", {"error": "abandoned: the job's driver died"})
-            shutil.rmtree(directory, ignore_errors=True)
+        try:
+            with file_lock(lock, blocking=False):
+                _reap(directory, catalog)
+        except LockHeld:
+            continue  # a live job owns it
+
+
+def _reap(directory: Path, catalog: Catalog) -> None:
+    """Fail the dead job that owned this staging folder, and remove the folder."""
+    job = catalog.get_job(directory.name)
+    if job and job["status"] == "running":
+        catalog.finish_job(directory.name, "failed", {"error": "abandoned: the job's driver died"})
+    shutil.rmtree(directory, ignore_errors=True)
 
 
 # ---------------------------------------------------------------------------------------- pipeline
@@ -335,7 +348,7 @@ class RayIngestPipeline:
         if build.previous is None:
             return 0
         directory = tenant_root(self._config.partitions_dir, build.tenant_id) / build.previous
-        return segment_total_rows(directory) if (directory / MANIFEST).exists() else 0
+        return read_manifest(directory).total_rows if (directory / MANIFEST).exists() else 0
 
     def _launch_builds(self, groups: list[list[str]], builds: dict[str, TenantBuild]) -> list:
         task = ray.remote(build_tenant_group).options(num_cpus=self._settings.build_cpus)
@@ -387,7 +400,7 @@ def _merge_outcome(documents: dict[tuple[str, int], _Document], row: dict[str, A
 
 
 def _replay(row: dict[str, Any]) -> dict[str, Any]:
-    """The failed document's dead-letter record (citadel.stages.replay_meta)."""
+    """The failed document's dead-letter record (citadel.ingest.steps.replay_meta)."""
     if row.get("replay_json"):
         return json.loads(row["replay_json"])
     return {"document_id": row["document_id"], "groups": []}
@@ -397,3 +410,58 @@ def _split(records: pa.Table, blocks: int) -> list[pa.Table]:
     """Contiguous slices of about equal size: each becomes one input block."""
     size = -(-records.num_rows // blocks) if records.num_rows else 1
     return [records.slice(start, size) for start in range(0, max(records.num_rows, 1), size)]
+
+
+# -------------------------------------------------------------------------------------- the engine
+class RayDataEngine:
+    """The IngestEngine on Ray Data: a whole job (every tenant of it) is one streaming pipeline run.
+
+    `connect` enters the Ray instance the run needs (the CLI passes the local launcher; the default
+    uses the instance this process is already connected to). Tenants published with another
+    embedding model are re-embedded first, in this process, by the local engine (which owns
+    re-embedding): a Ray build never mixes two models' vectors.
+    """
+
+    name = RAY_ENGINE
+
+    def __init__(self, catalog: Catalog, config: CitadelConfig, progress: Progress | None = None,
+                 connect: Callable[[], AbstractContextManager] = nullcontext):
+        self._catalog = catalog
+        self._config = config
+        self._progress = progress
+        self._connect = connect
+
+    def run(self, jobs: Sequence[TenantSources]) -> list[JobReport]:
+        records, acl = records_from_jobs(jobs)
+        if records.num_rows == 0:
+            return []
+        self._reembed_changed(tenants_of(records))
+        with self._connect():
+            return [RayIngestPipeline(self._catalog, self._config, progress=self._progress).run(records, acl)]
+
+    def _reembed_changed(self, tenant_ids: list[str]) -> None:
+        model_id, dim = embedder_identity(self._config.embedding)
+        root = self._config.partitions_dir
+        changed = [t for t in tenant_ids if needs_reembed(root, t, self._catalog.published_segment(t), model_id, dim)]
+        if changed:
+            ingestor = Ingestor(self._catalog, make_embedder(self._config.embedding), self._config, self._progress)
+            for tenant_id in changed:
+                ingestor.reembed(tenant_id)
+
+
+def embed_stage_throughput(blocks: Sequence[pa.Table], config: CitadelConfig, batch: int, device: str = "cuda",
+                           num_gpus: float = 1.0, torch_threads: int = 2) -> float:
+    """Chunks/s of the embed stage inside Ray Data on one actor (benchmarks/embed_gpu_check.py): the
+    rows of `blocks` (the pipeline's row shape) through `EmbedStage`, the actor's model load included.
+    Runs on a local loopback Ray instance of its own."""
+    from cluster.ray_local import local_ray
+
+    with local_ray(config.ingest_pipeline):
+        ray.data.DataContext.get_current().enable_progress_bars = False
+        dataset = ray.data.from_arrow(list(blocks)).map_batches(
+            EmbedStage, fn_constructor_kwargs={"embedding": config.embedding, "dtype": "float16",
+                                               "torch_threads": torch_threads, "device": device},
+            batch_size=batch, batch_format="pyarrow", compute=ray.data.ActorPoolStrategy(size=1), num_gpus=num_gpus)
+        started = time.perf_counter()
+        rows = sum(b.num_rows for b in dataset.iter_batches(batch_format="pyarrow", batch_size=None))
+        return rows / (time.perf_counter() - started)

@@ -1,6 +1,6 @@
 """Ray Data stages: plain callable classes over pyarrow batches, with no Ray import.
 
-Each wraps a shared stage of `citadel.stages` (the in-process Ingestor calls the same functions):
+Each wraps a shared stage of `citadel.ingest.steps` (the in-process Ingestor calls the same functions):
 
     document records ──ParseChunkStage──▶ chunk rows ──EmbedStage──▶ + vector ──AssignPartitionStage──▶ outcomes
                                                                                  (chunk rows staged per tenant)
@@ -28,9 +28,9 @@ import pyarrow.parquet as pq
 from citadel.config import CitadelConfig, EmbeddingConfig, IndexConfig
 from citadel.errors import CitadelError
 from citadel.embedding.factory import make_embedder
-from citadel.partition import CHUNK_SCHEMA, chunks_to_table
-from citadel.sources import AclSpec, FileOutcome, SourceFile, TrustedFields
-from citadel.stages import (
+from citadel.segments.build import CHUNK_SCHEMA, chunks_to_table
+from citadel.ingest.sources import AclSpec, FileOutcome, SourceFile, TrustedFields
+from citadel.ingest.steps import (
     BuiltSegment,
     DeadLetter,
     PreparedDocument,
@@ -61,7 +61,7 @@ RECORD_SCHEMA = pa.schema([
     ("source", pa.string()),  # the file to read; also the source recorded in the catalog
     ("groups", pa.list_(pa.string())),  # null: the job's ACL spec decides
     ("version", pa.int32()),  # null: the catalog decides (or trusted front matter)
-    # Trusted fields (citadel.sources.TrustedFields); null: unset.
+    # Trusted fields (citadel.ingest.sources.TrustedFields); null: unset.
     ("owner", pa.string()),
     ("status", pa.string()),
     ("effective_date", pa.string()),

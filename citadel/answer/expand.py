@@ -16,7 +16,7 @@ from typing import Sequence
 from citadel import regex
 from citadel.answer.gate import passage_terms
 from citadel.chunking import TOKEN, count_tokens
-from citadel.partition import Partition, SegmentCache
+from citadel.segments.partition import Partition, SegmentCache
 from citadel.types import Passage
 
 # A source whose remaining budget is below this is not worth a number: it would be a fragment.

@@ -22,7 +22,7 @@ import numpy as np
 from citadel.answer.clarify import NEEDS_CLARIFICATION
 from citadel.answer.glossary import EMPTY_GLOSSARY, Glossary
 from citadel.answer.text import content_terms, document_name, term_set
-from citadel.partition import Partition, SegmentCache, sampled_texts
+from citadel.segments.partition import Partition, SegmentCache, sampled_texts
 from citadel.types import Passage
 
 LOW_COVERAGE = "low_coverage"

@@ -20,27 +20,27 @@ from typing import Any, Callable, Iterator, Sequence
 import numpy as np
 
 from citadel.answer.conflicts import Conflict, detect_conflicts
-from citadel.answer.expand import ExpansionBudget, SectionExpander, Source, layout_of, source_terms
+from citadel.answer.expand import SectionExpander, Source, layout_of, source_terms
 from citadel.answer.clarify import clarifying_question
 from citadel.answer.gate import (CLARIFY, NEEDS_CLARIFICATION, NO_ELIGIBLE_SOURCE, ConfidenceGate, GateDecision,
                                  cosine_scores, term_idf, weighted_coverage)
-from citadel.answer.gate_model import CalibratedGate, make_gate
+from citadel.answer.gate_model import CalibratedGate
 from citadel.answer.glossary import glossary_of
-from citadel.answer.semantic import WORD_MEMO_CAPACITY, ClaimSupport, term_matches
-from citadel.answer.generators import ExtractiveGenerator, Generator, make_generator
+from citadel.answer.semantic import ClaimSupport, term_matches
+from citadel.generation.backends import ExtractiveGenerator
+from citadel.generation.base import Generator
 from citadel.answer.prompt import PROMPT_VERSION
 from citadel.answer.text import content_terms, decompound, spell_out_shorthand
 from citadel.answer.validator import AnswerValidator, ValidatedAnswer, marker_numbers, renumber_markers
 from citadel.catalog.base import Catalog
+from citadel.guardrails.base import QuestionRouter
 from citadel.guardrails.redaction import loggable_question, withheld_entry
-from citadel.partition import Partition
-from citadel.rerank.backends import NoRerank, make_reranker
+from citadel.guardrails.router import AllowAllRouter
+from citadel.segments.partition import Partition
 from citadel.rerank.base import Reranker
 from citadel.retrieval.partitions import PartitionCache
-from citadel.types import Passage, Principal
+from citadel.types import Degradation, Passage, Principal
 
-RERANK_SKIPPED = "rerank_skipped"
-GENERATOR_FALLBACK = "generator_fallback"
 REFUSAL_REPLIES = {
     "low_coverage": "The documents available to you do not contain enough information to answer this question.",
     "no_eligible_source": "No document available to you covers this question.",
@@ -152,20 +152,6 @@ class QueryVectorMemo:
         return known
 
 
-def route_refusal(decision: Any) -> tuple[str, str] | None:
-    """(reply, reason) when the router's decision refuses, else None.
-
-    A router returns None to let the question through, or an object with `reply` and `reason`
-    and a true `refused` (or `refuse`) attribute; an object with neither flag counts as a refusal.
-    """
-    if decision is None:
-        return None
-    flag = getattr(decision, "refused", getattr(decision, "refuse", True))
-    if not flag:
-        return None
-    return str(getattr(decision, "reply", "")), str(getattr(decision, "reason", "refused"))
-
-
 class StageTimer:
     def __init__(self) -> None:
         self.ms: dict[str, float] = {}
@@ -187,7 +173,7 @@ class AnswerService:
     def __init__(self, retriever, partitions: PartitionCache, reranker: Reranker, gate: ConfidenceGate | CalibratedGate,
                  generator: Generator, catalog: Catalog, settings: AnswerSettings | None = None,
                  expander: SectionExpander | None = None, validator: AnswerValidator | None = None,
-                 router=None, passage_filter: Callable[[Passage], bool] | None = None,
+                 router: QuestionRouter | None = None, passage_filter: Callable[[Passage], bool] | None = None,
                  query_vectors: QueryVectorMemo | None = None, word_vectors: QueryVectorMemo | None = None):
         self.retriever = retriever
         self.partitions = partitions
@@ -206,6 +192,16 @@ class AnswerService:
         self._rerank_pool = concurrent.futures.ThreadPoolExecutor(RERANK_WORKERS, thread_name_prefix="rerank")
         self._last_purge: float | None = None
 
+    @property
+    def router(self) -> QuestionRouter:
+        return self._router
+
+    @router.setter
+    def router(self, router: QuestionRouter | None) -> None:
+        """None means no routing step: every question goes on (AllowAllRouter), so `ask` always
+        has one typed decision to read."""
+        self._router = router or AllowAllRouter()
+
     # ------------------------------------------------------------------ the request
     def ask(self, principal: Principal, question: str, request_id: str | None = None,
             correlation_id: str | None = None) -> AnswerResponse:
@@ -214,9 +210,10 @@ class AnswerService:
         request_id = request_id or uuid.uuid4().hex
         timer = StageTimer()
         with timer.stage("route"):
-            refusal = route_refusal(self._route(question))
-        if refusal is not None:
-            response = AnswerResponse(request_id, refusal[0], True, refusal[1], [], [], trace=AnswerTrace(routed=True))
+            route = self.router.route(question)
+        if route.refused:
+            response = AnswerResponse(request_id, route.reply or "", True, route.reason, [], [],
+                                      trace=AnswerTrace(routed=True))
             return self._finish(principal, question, response, timer, {"router": True}, correlation_id)
         if not content_terms(question):  # "", "?", "what is it": nothing to search for, ask what is meant
             response = AnswerResponse(request_id, clarifying_question([]), True, NEEDS_CLARIFICATION, [], [],
@@ -274,12 +271,6 @@ class AnswerService:
         query = decompound(query, lambda term: term in idf.idf)
         return glossary_of(partition).expand(query) if expand_acronyms else query
 
-    def _route(self, question: str):
-        if self.router is None:
-            return None
-        route = getattr(self.router, "route", self.router)
-        return route(question)
-
     def _candidates(self, principal: Principal, question: str, request_id: str, timer: StageTimer,
                     degraded: list[str]) -> tuple[list[Passage], list[str]]:
         started = time.perf_counter()
@@ -301,16 +292,17 @@ class AnswerService:
     def _rerank(self, question: str, passages: list[Passage], degraded: list[str]) -> tuple[list[Passage], bool]:
         """(top passages, whether a reranker actually reordered them)."""
         top_n = self.settings.rerank_top_n
-        if isinstance(self.reranker, NoRerank) or not passages:
-            if isinstance(self.reranker, NoRerank):
-                degraded.append(RERANK_SKIPPED)  # disabled is reported like slow or failing (issue 3)
+        if not self.reranker.enabled:
+            degraded.append(Degradation.RERANK_SKIPPED)  # disabled is reported like slow or failing (issue 3)
             return passages[:top_n], False
+        if not passages:
+            return [], False
         future = self._rerank_pool.submit(self.reranker.rerank, question, passages, top_n)
         try:
             return future.result(timeout=self.settings.rerank_timeout_s), True
         except Exception:  # timeout or model failure: fail open with the fused order, visibly
             future.cancel()
-            degraded.append(RERANK_SKIPPED)
+            degraded.append(Degradation.RERANK_SKIPPED)
             return passages[:top_n], False
 
     def _gate(self, question: str, passages: list[Passage], partition: Partition | None,
@@ -334,7 +326,7 @@ class AnswerService:
             if not top:
                 return GateDecision(False, NO_ELIGIBLE_SOURCE)
             return self.gate.check(question, top, term_idf(partition), vector_scores, rerank_score, matches,
-                                   glossary_of(partition), partition.manifest.get("model_id"))
+                                   glossary_of(partition), partition.manifest.model_id)
 
     def _claim_support(self, partition: Partition, sources: Sequence[Source]) -> ClaimSupport | None:
         """Support by meaning for the validator: each source's hit passage's stored vector (read only
@@ -360,15 +352,13 @@ class AnswerService:
 
     def _generate(self, question: str, sources: Sequence[Source], degraded: list[str]) -> tuple[str, str]:
         try:
-            with_status = getattr(self.generator, "generate_with_status", None)
-            if with_status is not None:  # a generator with a secondary backend says which one answered
-                text, model_id, downgrades = with_status(question, sources)
-                degraded.extend(downgrades)
-                return text, model_id
-            return self.generator.generate(question, sources), self.generator.model_id
+            # A composite generator (primary, then secondary) names the backend that answered.
+            text, model_id, downgrades = self.generator.generate_with_status(question, sources)
         except Exception:  # any backend failure: the deterministic quotes still answer, visibly
-            degraded.append(GENERATOR_FALLBACK)
+            degraded.append(Degradation.GENERATOR_FALLBACK)
             return self._fallback_generator.generate(question, sources), self._fallback_generator.model_id
+        degraded.extend(downgrades)
+        return text, model_id
 
     def _topical_conflicts(self, question: str, sources: Sequence[Source], partition: Partition | None,
                            tenant_id: str) -> list[Conflict]:
@@ -444,27 +434,3 @@ def _source_log(source: Source) -> dict:
     p = source.passage
     return {"number": source.number, "chunk_id": p.chunk_id, "document_id": p.document_id,
             "version": p.version, "tokens": source.tokens}
-
-
-def build_answer_service(config, catalog: Catalog, partitions: PartitionCache, embedder,
-                         router=None, passage_filter: Callable[[Passage], bool] | None = None, *,
-                         retriever=None, reranker: Reranker | None = None,
-                         generator: Generator | None = None, memo: QueryVectorMemo | None = None) -> AnswerService:
-    """The service from a CitadelConfig: its own retriever over a query-vector memo (so the gate's
-    vector score costs no second embedding), the configured reranker, gate and generator.
-
-    The keyword arguments replace a stage with another implementation of the same interface (the
-    split Serve topology passes proxies to other deployments); `memo` then must be the memo the
-    replacing retriever fills."""
-    from citadel.retrieval.retriever import Retriever
-
-    answer = config.answer
-    if memo is None and embedder is not None:
-        memo = QueryVectorMemo(embedder)
-    retriever = retriever or Retriever(catalog, partitions, memo, config.retrieval, config.index)
-    expander = SectionExpander(ExpansionBudget(answer.max_sources, answer.source_token_budget,
-                                               answer.total_token_budget))
-    return AnswerService(retriever, partitions, reranker or make_reranker(answer), make_gate(answer),
-                         generator or make_generator(answer), catalog, AnswerSettings.from_config(answer), expander,
-                         AnswerValidator(answer.min_support), router, passage_filter, memo,
-                         QueryVectorMemo(embedder, WORD_MEMO_CAPACITY) if embedder is not None else None)

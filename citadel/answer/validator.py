@@ -19,7 +19,7 @@ from typing import Sequence
 
 from citadel import regex
 from citadel.answer.expand import Source, source_terms
-from citadel.answer.generators import select_evidence
+from citadel.generation.backends import select_evidence
 from citadel.answer.semantic import ClaimSupport
 from citadel.answer.text import LIST_BULLET, content_terms
 

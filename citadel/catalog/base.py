@@ -1,9 +1,19 @@
-"""The Catalog interface, so Postgres can replace SQLite (DESIGN.md §3)."""
+"""The Catalog interface, so Postgres can replace SQLite (DESIGN.md §3).
+
+Two Protocols, split by who calls them:
+- `Catalog`: every method the ingestion engines, the retriever, the answer service, the gateway,
+  the admin writes, retention and the CLI call. Its one failure is `CatalogUnavailable` (any database
+  error, so callers fail closed without knowing the database); writes to a document that does not
+  exist raise `NotFound`; a tenant id that is not a plain name raises `InvalidTenant`.
+- `CatalogAudit`: what the catalog recorded, read back (chunk manifests, the audit log, the answer
+  log). No request or ingestion path reads these; operators, audits and tests do, and every backend
+  keeps them, so tests/conformance/test_catalog.py checks both on each backend.
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 from citadel.errors import CitadelError
 from citadel.types import DocumentMeta, Principal
@@ -85,7 +95,10 @@ def decide_next_version(
     return latest.version + 1, False
 
 
+@runtime_checkable
 class Catalog(Protocol):
+    def close(self) -> None: ...
+
     # tenants
     def ensure_tenant(self, tenant_id: str) -> None: ...
     def list_tenants(self) -> list[dict[str, Any]]: ...
@@ -96,17 +109,21 @@ class Catalog(Protocol):
                      requested: int | None = None) -> tuple[int, bool]: ...
     def latest_versions(self, tenant_ids: list[str]) -> dict[tuple[str, str], LatestVersion]: ...
     def list_documents(self, tenant_id: str) -> list[DocumentRecord]: ...
-    def manifest(self, tenant_id: str, document_id: str, version: int) -> list[str]: ...
 
     # publishing
     def published_segment(self, tenant_id: str) -> str | None: ...
     def publish(
         self, tenant_id: str, segment_id: str, tier: str, staged: list[StagedVersion], job_id: str
-    ) -> None: ...
+    ) -> None:
+        """The atomic pointer switch: the staged versions, the documents they supersede, their ACLs
+        and the tenant's segment pointer change together or not at all."""
 
     # permissions (the live check)
-    def readable_documents(self, principal: Principal) -> dict[str, ReadableDoc]: ...
-    def set_acl(self, tenant_id: str, document_id: str, groups: list[str], actor: str) -> int: ...
+    def readable_documents(self, principal: Principal) -> dict[str, ReadableDoc]:
+        """Document id → the version the principal may read now: published, not superseded or
+        withdrawn, and tenant-wide or shared with one of the principal's groups."""
+    def set_acl(self, tenant_id: str, document_id: str, groups: list[str], actor: str) -> int:
+        """Replace the groups ("*" = tenant-wide); returns the new acl_version. Audited."""
     def withdraw(self, tenant_id: str, document_id: str, actor: str) -> None: ...
 
     # jobs, dead letters, audit
@@ -118,10 +135,19 @@ class Catalog(Protocol):
     def dead_letters(self, tenant_id: str | None = None, include_retried: bool = False) -> list[dict[str, Any]]: ...
     def mark_dead_letter_retried(self, dead_letter_id: int) -> None: ...
     def audit(self, actor: str, action: str, tenant_id: str, target: str, detail: dict[str, Any]) -> None: ...
-    def audit_log(self, tenant_id: str | None = None) -> list[dict[str, Any]]: ...
 
     # the answer log: append-only rows keyed by a server row id; the retention purge is its only deleter
     def log_answer(self, request_id: str, tenant_id: str, user_id: str, question: str, response: dict[str, Any],
                    correlation_id: str | None = None, cached: bool = False) -> int: ...
-    def answer_log(self, tenant_id: str | None = None, limit: int = 1_000) -> list[dict[str, Any]]: ...
-    def purge_answers(self, older_than_s: float) -> int: ...
+    def purge_answers(self, older_than_s: float) -> int:
+        """Delete answer-log rows older than `older_than_s` seconds; returns how many."""
+
+
+@runtime_checkable
+class CatalogAudit(Protocol):
+    def manifest(self, tenant_id: str, document_id: str, version: int) -> list[str]:
+        """The chunk ids of one document version, sorted."""
+    def audit_log(self, tenant_id: str | None = None) -> list[dict[str, Any]]:
+        """Audit rows (actor, action, tenant_id, target, detail as a dict), oldest first."""
+    def answer_log(self, tenant_id: str | None = None, limit: int = 1_000) -> list[dict[str, Any]]:
+        """The newest `limit` answer-log rows (of one tenant), oldest first."""

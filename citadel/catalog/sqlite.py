@@ -1,8 +1,13 @@
-"""SQLite implementation of the Catalog (the embedded default)."""
+"""SQLite implementation of the Catalog (the embedded default).
+
+Every database error leaves as `CatalogUnavailable` (the Catalog protocol's one failure), with the
+SQLite message and path in the server log only: callers fail closed without importing sqlite3.
+"""
 
 from __future__ import annotations
 
 import json
+import logging
 import sqlite3
 import threading
 import time
@@ -14,7 +19,7 @@ from typing import Any, Iterator
 
 from citadel.catalog.base import (SENSITIVE_DATA_REASON, WITHHELD_QUESTION, DocumentRecord, LatestVersion,
                                   ReadableDoc, StagedVersion, decide_next_version)
-from citadel.errors import NotFound
+from citadel.errors import CatalogUnavailable, NotFound
 from citadel.types import Principal, validate_tenant_id
 
 # Statuses under which a document may be read at all; everything else is excluded at query time.
@@ -26,6 +31,8 @@ _SQL_PARAMETER_BATCH = 500
 ANSWER_LOG_READ_LIMIT = 1_000
 # The first answer-log layout (keyed by the client's request id), renamed while it is migrated.
 _FIRST_ANSWER_LOG = "answer_log_v1"
+
+log = logging.getLogger(__name__)
 
 
 class SQLiteCatalog:
@@ -52,17 +59,18 @@ class SQLiteCatalog:
     def _tx(self) -> Iterator[sqlite3.Connection]:
         """One atomic write transaction: all of it is visible, or none of it."""
         with self._lock:
-            self._conn.execute("BEGIN IMMEDIATE")
-            try:
-                yield self._conn
-            except BaseException:
-                self._conn.execute("ROLLBACK")
-                raise
-            self._conn.execute("COMMIT")
+            with _unavailable_on_error("write"):
+                self._conn.execute("BEGIN IMMEDIATE")
+                try:
+                    yield self._conn
+                except BaseException:
+                    self._conn.execute("ROLLBACK")
+                    raise
+                self._conn.execute("COMMIT")
 
     def _query(self, sql: str, args: tuple = ()) -> list[sqlite3.Row]:
-        with self._lock:
-            return self._conn.execute(sql, args).fetchall()
+        with self._lock, _unavailable_on_error("read"):
+            return _fetch_all(self._conn, sql, args)
 
     # ----------------------------------------------------------------- tenants
     def ensure_tenant(self, tenant_id: str) -> None:
@@ -433,3 +441,17 @@ def _set_aside_first_answer_log(db: sqlite3.Connection) -> None:
     columns = _table_columns(db, "answer_log")
     if columns and "id" not in columns:
         db.execute(f"ALTER TABLE answer_log RENAME TO {_FIRST_ANSWER_LOG}")
+
+
+def _fetch_all(conn: sqlite3.Connection, sql: str, args: tuple) -> list[sqlite3.Row]:
+    return conn.execute(sql, args).fetchall()
+
+
+@contextmanager
+def _unavailable_on_error(operation: str) -> Iterator[None]:
+    """A database error inside the block becomes CatalogUnavailable; its text stays in the log."""
+    try:
+        yield
+    except sqlite3.Error as error:
+        log.warning("catalog %s failed: %s: %s", operation, type(error).__name__, error)
+        raise CatalogUnavailable("the catalog is unavailable; try again shortly") from None

@@ -51,7 +51,7 @@ def serve(
     config: Optional[Path] = typer.Option(None, "--config"),
 ) -> None:
     """/v1/answer p50/p95/p99 and requests/s: fused, split and in-process, side by side in one run."""
-    from serving.bench import bench_serve
+    from benchmarks.serve_bench import bench_serve
 
     levels = [int(c) for c in concurrency.split(",") if c.strip()]
     result = _with_bench_home(config, home, lambda cfg, log: bench_serve(cfg, levels, duration, warmup, settle, log=log))
@@ -116,7 +116,7 @@ def hedge(
     config: Optional[Path] = typer.Option(None, "--config"),
 ) -> None:
     """Hedged retriever reads: 3 replicas, one ~10x slower; healthy vs slow without and with hedging."""
-    from serving.drills import bench_hedge
+    from benchmarks.drills import bench_hedge
 
     result = _with_bench_home(config, home, lambda cfg, log: bench_hedge(cfg, concurrency, duration, warmup, log))
     print(json.dumps(result, indent=1 if as_json else None))
@@ -135,7 +135,7 @@ def breaker(
     config: Optional[Path] = typer.Option(None, "--config"),
 ) -> None:
     """Generator slowed to 6 s mid-run: when the breaker trips, p95 per 10 s window, the staged return."""
-    from serving.drills import bench_breaker
+    from benchmarks.drills import bench_breaker
 
     result = _with_bench_home(config, home, lambda cfg, log: bench_breaker(cfg, concurrency, before, fault, after,
                                                                           slow_ms, slo_ms, log))

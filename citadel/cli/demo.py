@@ -19,7 +19,7 @@ from citadel.cli.runtime import Runtime
 from citadel.config import CitadelConfig, load_config
 from citadel.identity.context import sign_user_context
 from citadel.identity.keys import current_service_key
-from citadel.ingestion import AclSpec, SourceFile, discover
+from citadel.ingest.sources import AclSpec, SourceFile, discover
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 DEMO_HOME = Path("var/demo")
@@ -165,7 +165,7 @@ def _free_port() -> int:
 
 
 def run_demo() -> None:
-    from serving.launcher import LOCAL_ADMIN_SERVICE, LOCAL_APP_SERVICE, down, token_path, up
+    from serving.ray.launcher import LOCAL_ADMIN_SERVICE, LOCAL_APP_SERVICE, down, token_path, up
 
     started = time.perf_counter()
     shutil.rmtree(DEMO_HOME, ignore_errors=True)

@@ -22,7 +22,7 @@ def permissions(
 ) -> None:
     """Permission store down under load (503 permissions_unavailable, no unchecked passage), then the
     reranker failing (answers continue, degraded). Exits 1 when a guarantee is broken."""
-    from serving.drills import drill_permissions
+    from benchmarks.drills import drill_permissions
 
     report = _with_bench_home(config, home, lambda cfg, log: drill_permissions(cfg, concurrency, phase, log))
     print(json.dumps(report, indent=1))

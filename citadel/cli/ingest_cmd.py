@@ -1,5 +1,6 @@
-"""`citadel ingest`: on Ray Data when ray is installed (a local instance on 127.0.0.1), in-process
-with `--local` or when it is not. Directories, a manifest of document records, or a dead-letter replay.
+"""`citadel ingest`: build one job (files and directories for a tenant, a manifest of document records,
+or a dead-letter replay; citadel.ingest.jobs) and run it on the engine `make_engine` picks: Ray Data
+when ray is installed (a local instance on 127.0.0.1), in-process with `--local` or when it is not.
 """
 
 from __future__ import annotations
@@ -8,8 +9,12 @@ import importlib.util
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from citadel.cli.runtime import Runtime, make_progress
+
+if TYPE_CHECKING:
+    from citadel.ingest.engine import IngestEngine, TenantSources
 
 LOCAL = "local"
 RAY = "ray"
@@ -44,17 +49,33 @@ def choose_engine(runtime: Runtime, local: bool) -> str:
     return LOCAL
 
 
+def make_engine(runtime: Runtime, local: bool, progress: Callable | None = None) -> "IngestEngine":
+    """The engine a job runs on: the one place the choice is made. Ray Data gets a loopback-only local
+    instance for the run (or joins the one this process is connected to)."""
+    if choose_engine(runtime, local) == LOCAL:
+        return runtime.ingestor(progress=progress)
+    from cluster.ray_local import local_ray
+    from indexing.pipeline import RayDataEngine
+
+    return RayDataEngine(runtime.catalog, runtime.config, progress=progress,
+                         connect=lambda: local_ray(runtime.config.ingest_pipeline))
+
+
 def run_ingest(runtime: Runtime, request: IngestRequest) -> list[dict] | None:
     """Run the job; returns the job reports (one per tenant in-process, one for a Ray job), or None
     when a replay found no dead letters."""
     _validate(request)
-    engine = choose_engine(runtime, request.local)
+    jobs, letter_ids = _jobs(runtime, request)
+    if request.retry_dead_letters and not letter_ids:
+        return None
+    if not jobs:
+        raise UsageError("no ingestible files (.md, .pdf, .txt) found")
     update, context = make_progress()
     with context:
-        if engine == RAY:
-            report = _run_on_ray(runtime, request, update)
-            return None if report is None else [report]
-        return _run_in_process(runtime, request, update)
+        reports = make_engine(runtime, request.local, update).run(jobs)
+    for letter_id in letter_ids:
+        runtime.catalog.mark_dead_letter_retried(letter_id)
+    return [report.to_dict() for report in reports]
 
 
 def _validate(request: IngestRequest) -> None:
@@ -77,99 +98,22 @@ def _validate(request: IngestRequest) -> None:
         raise UsageError("give exactly one of --groups or --acl")
 
 
-def _acl(request: IngestRequest):
-    from citadel.sources import AclSpec
-
-    return AclSpec.from_file(request.acl_file) if request.acl_file else AclSpec.from_groups(request.groups or [])
-
-
-# ------------------------------------------------------------------------------------------- Ray
-def _run_on_ray(runtime: Runtime, request: IngestRequest, progress: Callable) -> dict | None:
-    from cluster.ray_local import local_ray
-    from indexing.records import records_from_dead_letters, records_from_manifest, records_from_paths, tenants_of
-
+def _jobs(runtime: Runtime, request: IngestRequest) -> tuple[list["TenantSources"], list[int]]:
+    """The job the request names, and the dead letters it replays (to mark once it ran)."""
     from citadel.errors import CitadelError
+    from citadel.ingest.jobs import jobs_from_dead_letters, jobs_from_manifest, jobs_from_paths
 
-    catalog = runtime.catalog
-    letter_ids: list[int] = []
-    acl = None
     try:
         if request.retry_dead_letters:
-            records, letter_ids = records_from_dead_letters(catalog, request.tenant)
-            if not letter_ids:
-                return None
-        elif request.manifest:
-            records = records_from_manifest(request.manifest)
-        else:
-            records = records_from_paths(request.tenant, request.paths, request.trust_front_matter)
-            acl = _acl(request)
-    except CitadelError as error:  # a bad manifest, a document named twice
+            return jobs_from_dead_letters(runtime.catalog, request.tenant)
+        if request.manifest:
+            return jobs_from_manifest(request.manifest), []
+        return jobs_from_paths(request.tenant, request.paths, _acl(request), request.trust_front_matter), []
+    except CitadelError as error:  # a bad manifest, a document named twice, an invalid tenant id
         raise UsageError(str(error)) from error
-    if records.num_rows == 0:
-        raise UsageError("no ingestible files (.md, .pdf, .txt) found")
-    _reembed_changed_tenants(runtime, tenants_of(records), progress)
-    with local_ray(runtime.config.ingest_pipeline):
-        from indexing.pipeline import RayIngestPipeline
-
-        report = RayIngestPipeline(catalog, runtime.config, progress=progress).run(records, acl)
-    for letter_id in letter_ids:
-        catalog.mark_dead_letter_retried(letter_id)
-    return report.to_dict()
 
 
-def _reembed_changed_tenants(runtime: Runtime, tenant_ids: list[str], progress: Callable) -> None:
-    """Tenants published with another embedding model are re-embedded before the Ray job builds on
-    them (the in-process Ingestor does this itself): a build never mixes two models' vectors."""
-    from citadel.embedding.factory import embedder_identity
-    from citadel.reembed import needs_reembed
+def _acl(request: IngestRequest):
+    from citadel.ingest.sources import AclSpec
 
-    model_id, dim = embedder_identity(runtime.config.embedding)
-    changed = [t for t in tenant_ids
-               if needs_reembed(runtime.config.partitions_dir, t, runtime.catalog.published_segment(t), model_id, dim)]
-    if changed:
-        ingestor = runtime.ingestor(progress=progress)
-        for tenant_id in changed:
-            ingestor.reembed(tenant_id)
-
-
-# ------------------------------------------------------------------------------------ in-process
-def _run_in_process(runtime: Runtime, request: IngestRequest, progress: Callable) -> list[dict] | None:
-    from citadel.sources import discover
-
-    ingestor = runtime.ingestor(progress=progress)
-    if request.retry_dead_letters:
-        if not request.tenant:
-            raise UsageError("--retry-dead-letters in-process needs --tenant")
-        report = ingestor.retry_dead_letters(request.tenant)
-        return None if report is None else [report.to_dict()]
-    if request.manifest:
-        return [ingestor.ingest(tenant_id, files, acl).to_dict()
-                for tenant_id, files, acl in _manifest_jobs(request.manifest)]
-    files = discover(request.paths, trust_front_matter=request.trust_front_matter)
-    if not files:
-        raise UsageError("no ingestible files (.md, .pdf, .txt) found")
-    return [ingestor.ingest(request.tenant, files, _acl(request)).to_dict()]
-
-
-def _manifest_jobs(manifest: Path):
-    """(tenant, files, ACL spec) per tenant of a manifest, for the in-process path, with each row's
-    trusted fields. The in-process path lets the catalog number versions; a manifest `version` column
-    needs the Ray engine."""
-    from citadel.errors import CitadelError
-    from citadel.sources import AclSpec, SourceFile, TrustedFields
-    from indexing.records import records_from_manifest
-
-    try:
-        records = records_from_manifest(manifest)
-    except CitadelError as error:  # a bad manifest: an invalid tenant id, a document named twice
-        raise UsageError(str(error)) from error
-    if records.column("version").null_count != records.num_rows:
-        raise UsageError("a manifest with versions needs the Ray engine (drop --local)")
-    jobs: dict[str, tuple[list, AclSpec]] = {}
-    for row in records.to_pylist():
-        files, acl = jobs.setdefault(row["tenant_id"], ([], AclSpec()))
-        files.append(SourceFile(Path(row["source"]), row["document_id"], row["source"],
-                                TrustedFields.from_mapping(row)))
-        if row["groups"] is not None:
-            acl.documents[row["document_id"]] = tuple(row["groups"])
-    return [(tenant_id, files, acl) for tenant_id, (files, acl) in sorted(jobs.items())]
+    return AclSpec.from_file(request.acl_file) if request.acl_file else AclSpec.from_groups(request.groups or [])

@@ -305,16 +305,13 @@ def demo() -> None:
     run_demo()
 
 
-def _mount_optional() -> None:
-    """Sub-apps from other packages, mounted lazily so a missing one never breaks the core CLI."""
-    try:
-        from capacity.cli import app as capacity_app
-    except ImportError:
-        return
+def _add_capacity() -> None:
+    from citadel.cli.capacity_cmd import app as capacity_app
+
     app.add_typer(capacity_app, name="capacity", help="Capacity planner and simulator.")
 
 
-_mount_optional()
+_add_capacity()
 
 
 def main() -> None:

@@ -1,54 +1,14 @@
-"""Wires config, catalog, embedder, partitions and retriever together for CLI commands."""
+"""What the CLI commands share beyond composition (citadel.wiring): progress display, option checks."""
 
 from __future__ import annotations
 
 import sys
-from functools import cached_property
-from pathlib import Path
 
-from citadel.catalog.sqlite import SQLiteCatalog
-from citadel.config import CitadelConfig, load_config
+from citadel.wiring import Wiring
 
 
-class Runtime:
-    def __init__(self, config: CitadelConfig | None = None, config_path: Path | None = None):
-        self.config = config or load_config(config_path)
-
-    @cached_property
-    def catalog(self) -> SQLiteCatalog:
-        return SQLiteCatalog(self.config.catalog_path)
-
-    @cached_property
-    def embedder(self):
-        from citadel.embedding.factory import make_embedder
-
-        return make_embedder(self.config.embedding)
-
-    @cached_property
-    def partitions(self):
-        from citadel.retrieval.partitions import PartitionCache
-
-        return PartitionCache(self.catalog, self.config.partitions_dir)
-
-    @cached_property
-    def retriever(self):
-        from citadel.retrieval.retriever import Retriever
-
-        return Retriever(self.catalog, self.partitions, self.embedder, self.config.retrieval, self.config.index)
-
-    @cached_property
-    def answer_service(self):
-        from citadel.answer.service import build_answer_service
-        from citadel.guardrails import Router
-        from citadel.guardrails.planted import PlantedScreen
-
-        return build_answer_service(self.config, self.catalog, self.partitions, self.embedder, router=Router(),
-                                    passage_filter=PlantedScreen(self.config.answer.screen_cache_chunks))
-
-    def ingestor(self, progress=None):
-        from citadel.ingestion import Ingestor
-
-        return Ingestor(self.catalog, self.embedder, self.config, progress=progress)
+# Transitional: the CLI commands compose through citadel.wiring; renamed at the end of the move.
+Runtime = Wiring
 
 
 def make_progress():

@@ -1,4 +1,4 @@
-"""`citadel up` / `citadel down`: the local cluster (serving/launcher.py does the work)."""
+"""`citadel up` / `citadel down`: the local cluster (serving/ray/launcher.py does the work)."""
 
 from __future__ import annotations
 
@@ -16,8 +16,8 @@ def up(
     timeout: float = typer.Option(180.0, "--timeout", help="Seconds to wait for /healthz."),
 ) -> None:
     """Start a local Ray instance on 127.0.0.1 (dashboard off) and the API; print its URL."""
-    from serving.launcher import LOCAL_ADMIN_SERVICE, LOCAL_APP_SERVICE, LauncherError, token_path
-    from serving.launcher import up as start
+    from serving.ray.launcher import LOCAL_ADMIN_SERVICE, LOCAL_APP_SERVICE, LauncherError, token_path
+    from serving.ray.launcher import up as start
 
     loaded = load_config(config)
     if topology is not None:
@@ -37,6 +37,6 @@ def up(
 
 def down(config: Optional[Path] = typer.Option(None, "--config", help="The config `up` was given.")) -> None:
     """Stop the local cluster that `citadel up` started (only that one)."""
-    from serving.launcher import down as stop
+    from serving.ray.launcher import down as stop
 
     typer.echo("stopped" if stop(load_config(config)) else "no local cluster was running")

@@ -26,7 +26,7 @@ def synth(
     as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
 ) -> None:
     """Write realistic synthetic Markdown documents: many small tenants, a few large ones (Zipf-like)."""
-    from citadel.synth import SynthSpec, generate
+    from citadel.ingest.synth import SynthSpec, generate
 
     spec = SynthSpec(tenants=tenants, chunks=chunks, seed=seed, zipf_exponent=zipf, large=_sizes(large),
                      small_cap=small_cap)

@@ -54,7 +54,7 @@ def load_beir(directory: Path, split: str) -> BeirData:
 
 def as_documents(corpus: dict[str, tuple[str, str]], source_prefix: str):
     """Each BEIR document becomes one parsed document: the title is its heading."""
-    from citadel.ingestion import InlineDocument
+    from citadel.ingest.sources import InlineDocument
 
     for doc_id, (title, text) in corpus.items():
         heading = title or f"Document {doc_id}"
@@ -64,7 +64,7 @@ def as_documents(corpus: dict[str, tuple[str, str]], source_prefix: str):
 
 
 def ensure_indexed(runtime, tenant: str, data: BeirData, progress=None) -> dict:
-    from citadel.ingestion import AclSpec
+    from citadel.ingest.sources import AclSpec
 
     documents = list(as_documents(data.corpus, f"beir:{tenant}"))
     report = runtime.ingestor(progress=progress).ingest(tenant, documents, AclSpec.from_groups(["*"]), actor="eval")

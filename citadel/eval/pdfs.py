@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from citadel.eval.rag import SHARED_DATA
-from citadel.ingestion import document_id_for
+from citadel.ingest.sources import document_id_for
 
 DEFAULT_PDFS = SHARED_DATA / "pdfs"
 QUESTIONS_FILE = "questions_for_sample_pdfs.json"
@@ -45,7 +45,7 @@ def load_questions(pdf_dir: Path | str = DEFAULT_PDFS) -> list[dict[str, Any]]:
 def ensure_indexed(runtime, pdf_dir: Path | str = DEFAULT_PDFS, tenant: str = DEFAULT_TENANT,
                    progress: Progress | None = None) -> dict[str, Any]:
     """Ingest the PDFs (idempotent: unchanged files are skipped)."""
-    from citadel.ingestion import AclSpec, discover
+    from citadel.ingest.sources import AclSpec, discover
 
     files = [f for f in discover([Path(pdf_dir)]) if f.path.suffix.lower() == ".pdf"]
     if not files:

@@ -144,7 +144,7 @@ def build_tenants(runtime, data_dir: Path | str = SHARED_DATA, overlay_dir: Path
 
     Returns {"skipped": bool, "seconds": float, "tenants": {tenant: {"handbook": report, "overlay": report}}}.
     """
-    from citadel.ingestion import AclSpec, discover
+    from citadel.ingest.sources import AclSpec, discover
 
     data_dir, overlay_dir = Path(data_dir), Path(overlay_dir)
     corpora = {tenant: data_dir / "corpora" / name for tenant, name in TENANT_CORPORA.items()}
@@ -615,7 +615,7 @@ def corpus_sections(data_dir: Path | str = SHARED_DATA) -> dict[str, dict[str, l
     from citadel.chunking import document_title, section_heading_path
     from citadel.config import IngestConfig
     from citadel.parsing import parse_file
-    from citadel.sources import discover
+    from citadel.ingest.sources import discover
     from citadel.types import HEADING_SEPARATOR
 
     tenants: dict[str, dict[str, list[tuple[str, str]]]] = {}

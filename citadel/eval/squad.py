@@ -22,7 +22,7 @@ from typing import Any, Callable
 
 from citadel import regex
 from citadel.eval.rag import SHARED_DATA, _SectionTexts
-from citadel.ingestion import document_id_for
+from citadel.ingest.sources import document_id_for
 
 DEFAULT_FILE = SHARED_DATA / "squad2" / "dev-v2.0.json"
 DEFAULT_TENANT = "squad2-dev"
@@ -74,7 +74,7 @@ def sample_questions(data: SquadData, size: int = DEFAULT_SAMPLE, seed: int = DE
 
 
 def as_documents(data: SquadData, tenant: str):
-    from citadel.ingestion import InlineDocument
+    from citadel.ingest.sources import InlineDocument
     from citadel.types import Block, ParsedDocument, Section
 
     for article in data.articles:
@@ -86,7 +86,7 @@ def as_documents(data: SquadData, tenant: str):
 
 
 def ensure_indexed(runtime, data: SquadData, tenant: str = DEFAULT_TENANT, progress: Progress | None = None) -> dict:
-    from citadel.ingestion import AclSpec
+    from citadel.ingest.sources import AclSpec
 
     report = runtime.ingestor(progress=progress).ingest(tenant, list(as_documents(data, tenant)),
                                                         AclSpec.from_groups(["*"]), actor="eval-squad")

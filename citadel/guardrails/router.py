@@ -13,19 +13,14 @@ Order matters:
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Literal
-
 from citadel.catalog.base import SENSITIVE_DATA_REASON
 from citadel.guardrails import pii, topics
+from citadel.guardrails.base import RouteDecision, RoutePath
 from citadel.guardrails.injection import InjectionDetector
 
 # Longest question accepted, in characters: far above any real question, and it bounds the cost of
 # every later stage (embedding, BM25, prompt).
 DEFAULT_MAX_QUESTION_CHARS = 2_000
-
-Action = Literal["answer", "refuse"]
-Path = Literal["simple", "multi_step"]
 
 # The reason of every clarifying question: the router's for an empty question, the answer path's
 # (citadel/answer/clarify.py) for one naming no fact or matching only weakly (issue 13).
@@ -59,23 +54,9 @@ DEFAULT_REPLIES: dict[str, str] = {
 }
 
 
-@dataclass(frozen=True)
-class RouteDecision:
-    """What to do with a question. `detail` names the rule that fired (for logs and metrics, never
-    the matched text)."""
-
-    action: Action
-    reason: str | None = None
-    reply: str | None = None
-    path: Path | None = None
-    detail: str | None = None
-
-    @property
-    def refused(self) -> bool:
-        return self.action == "refuse"
-
-
 class Router:
+    """The production router: the rules above, in that order (a QuestionRouter)."""
+
     def __init__(
         self,
         injection_detector: InjectionDetector | None = None,
@@ -105,8 +86,16 @@ class Router:
         unrelated = topics.off_topic(question) if self.detect_off_topic else None
         if unrelated:
             return self._refuse(OFF_TOPIC, unrelated)
-        path: Path = "multi_step" if topics.is_multi_step(question) else "simple"
-        return RouteDecision(action="answer", path=path)
+        path: RoutePath = "multi_step" if topics.is_multi_step(question) else "simple"
+        return RouteDecision.answer(path)
 
     def _refuse(self, reason: str, detail: str | None = None) -> RouteDecision:
-        return RouteDecision(action="refuse", reason=reason, reply=self.replies[reason], detail=detail)
+        return RouteDecision.refuse(reason, self.replies[reason], detail)
+
+
+class AllowAllRouter:
+    """A QuestionRouter that lets every question through on the simple path: the fake for tests
+    that are not about routing, and what the answer service uses when it is given no router."""
+
+    def route(self, question: str) -> RouteDecision:
+        return RouteDecision.answer("simple")

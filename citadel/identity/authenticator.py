@@ -10,7 +10,7 @@ from typing import Callable, Iterator
 
 from citadel.config import CitadelConfig
 from citadel.errors import CitadelError
-from citadel.identity.base import Forbidden, Unauthenticated
+from citadel.errors import Forbidden, Unauthenticated, Unavailable
 from citadel.identity.context import USER_CONTEXT_HEADER, UserContextVerifier
 from citadel.identity.credentials import CredentialStore, ServiceIdentity
 from citadel.identity.keys import KeyRing
@@ -61,5 +61,5 @@ def _failing_closed() -> Iterator[None]:
         raise
     except CitadelError as error:
         log.error("identity files unusable, refusing callers: %s", error)
-        raise CitadelError("identity store unavailable; see the server log",
+        raise Unavailable("identity store unavailable; see the server log",
                            code="identity_unavailable") from None

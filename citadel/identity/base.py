@@ -5,7 +5,6 @@ reaches a running gateway without a restart)."""
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import hashlib
 import os
 import tempfile
@@ -14,24 +13,13 @@ import unicodedata
 from pathlib import Path
 from typing import Any, Callable, Generic, TypeVar
 
-from citadel.errors import CitadelError
+from citadel.locks import file_lock
 
 MAX_NAME_CHARS = 256  # tenant, user, group, service, kid and jti values
 SECRET_DIR_MODE = 0o700
 
 T = TypeVar("T")
 
-
-class Unauthenticated(CitadelError):
-    """The caller or its user context could not be verified (HTTP 401)."""
-
-    code = "unauthenticated"
-
-
-class Forbidden(CitadelError):
-    """Verified, but not allowed to do this (HTTP 403)."""
-
-    code = "forbidden"
 
 
 def valid_name(value: Any) -> bool:
@@ -72,8 +60,7 @@ def replace_secret_file(path: Path, data: str) -> None:
 def locked(path: Path):
     """Serialise read-modify-write of `path` so two concurrent CLI edits both land."""
     ensure_secret_dir(path.parent)
-    with open(path.with_name(path.name + ".lock"), "a") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
+    with file_lock(path.with_name(path.name + ".lock")):
         yield
 
 

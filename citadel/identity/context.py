@@ -15,7 +15,8 @@ from typing import Any, Callable, Iterable
 
 import jwt
 
-from citadel.identity.base import MAX_NAME_CHARS, Unauthenticated, valid_name
+from citadel.errors import Unauthenticated
+from citadel.identity.base import MAX_NAME_CHARS, valid_name
 from citadel.identity.credentials import ServiceIdentity
 from citadel.identity.keys import HS256, KeyRing, ServiceKey, VerificationKey
 from citadel.errors import InvalidTenant

@@ -21,10 +21,9 @@ from typing import Callable, Iterable, Sequence
 from pydantic import ValidationError
 
 from citadel.config import CitadelConfig, ServiceCredential
-from citadel.errors import CitadelError, InvalidTenant
+from citadel.errors import CitadelError, InvalidTenant, Unauthenticated
 from citadel.identity.base import (
     MAX_NAME_CHARS,
-    Unauthenticated,
     WatchedFile,
     locked,
     replace_secret_file,

@@ -15,13 +15,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from citadel.index.base import VectorIndex
+from citadel.index.base import VectorSearch
 from citadel.index.exact import PAD_ID, PAD_SCORE, as_allowed
 
 
 @dataclass(frozen=True)
 class Layer:
-    index: VectorIndex
+    index: VectorSearch
     offset: int  # first partition row id this layer holds
     rows: int
 
@@ -37,7 +37,8 @@ class Layer:
 
 
 class LayeredVectorIndex:
-    """Vector search over layers; each layer may be a different backend (ANN base, exact delta)."""
+    """Vector search over layers; each layer may be a different backend (ANN base, exact delta).
+    A VectorSearch: the layers are built and saved on their own, never through this view."""
 
     kind = "layered"
 

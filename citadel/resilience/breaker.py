@@ -21,7 +21,7 @@ from enum import Enum
 from typing import Any
 
 from citadel.config import BreakerSettings
-from citadel.errors import CitadelError
+from citadel.errors import Unavailable
 from citadel.resilience.clock import Clock
 from citadel.resilience.sketch import WindowedQuantiles
 
@@ -38,7 +38,7 @@ class BreakerState(str, Enum):
     RECOVERING = "recovering"
 
 
-class BreakerOpen(CitadelError):
+class BreakerOpen(Unavailable):
     """The breaker did not admit the call; the caller should fall back or fail fast."""
 
     code = "breaker_open"

@@ -17,17 +17,12 @@ import threading
 import time
 from typing import Any, Callable, Sequence
 
-from citadel.errors import CitadelError
+from citadel.errors import PermissionsUnavailable
 from citadel.resilience.breaker import BreakerOpen, LatencyBreaker
+from citadel.resilience.deadline import check_deadline
+from citadel.types import Degradation
 
 MS = 1000.0
-GENERATOR_SECONDARY = "generator_secondary"
-
-
-class PermissionsUnavailable(CitadelError):
-    """The permission store cannot answer: nothing may be returned unchecked (fail closed)."""
-
-    code = "permissions_unavailable"
 
 
 class _NoFaults:
@@ -49,6 +44,7 @@ class Guard:
         self._lock = threading.Lock()  # the breaker is not thread-safe; calls are
 
     def call(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        check_deadline()  # a hop never starts after the request's deadline (it would be wasted work)
         breaker = self.breaker
         if breaker is not None:
             with self._lock:
@@ -97,8 +93,23 @@ class GuardedEmbedder(_Guarded):
 
 
 class GuardedReranker(_Guarded):
+    @property
+    def enabled(self) -> bool:
+        return self._inner.enabled
+
     def rerank(self, question: str, passages: Sequence, top_n: int):
         return self._guard.call(self._inner.rerank, question, passages, top_n)
+
+
+class GuardedRetriever:
+    """The in-process retriever with its guard in front (the drill's fault injector, fused topology)."""
+
+    def __init__(self, inner, guard: Guard):
+        self._inner = inner
+        self._guard = guard
+
+    def retrieve(self, principal, query: str, top_k: int | None = None, request_id: str | None = None):
+        return self._guard.call(self._inner.retrieve, principal, query, top_k, request_id)
 
 
 class ResilientGenerator:
@@ -125,7 +136,7 @@ class ResilientGenerator:
             if self._secondary is None:
                 raise
         text = self._secondary_guard.call(self._secondary.generate, question, sources)
-        return text, self._secondary.model_id, [GENERATOR_SECONDARY]
+        return text, self._secondary.model_id, [Degradation.GENERATOR_SECONDARY]
 
 
 # Catalog reads on the query path; anything else (ingestion, admin writes) passes through unguarded.

@@ -1,7 +1,7 @@
 """Per-replica latency tracking with outlier ejection: a replica much slower than its peers is
 tried last until its evidence goes stale (DESIGN.md §5: "half-alive replicas").
 
-Pure Python with an injected clock; serving/routing.py plugs it into Serve's request router. Each
+Pure Python with an injected clock; serving/ray/routing.py plugs it into Serve's request router. Each
 replica keeps an exponentially weighted mean of its recent latencies. A replica is an outlier when
 its mean exceeds `factor` x the median of its peers' means and `min_gap_ms` more. An outlier gets
 no traffic while others can take it, so its evidence is forgotten after `stale_s`: it is then tried

@@ -7,7 +7,8 @@ from collections import OrderedDict
 from pathlib import Path
 
 from citadel.catalog.base import Catalog
-from citadel.partition import Partition, Segment, tenant_root
+from citadel.segments.layout import tenant_root
+from citadel.segments.partition import Partition, Segment
 from citadel.types import validate_tenant_id
 
 

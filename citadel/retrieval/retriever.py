@@ -12,6 +12,8 @@ import logging
 import time
 import uuid
 from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Protocol
 
 import numpy as np
 
@@ -19,20 +21,26 @@ from citadel.catalog.base import Catalog
 from citadel.config import RetrievalConfig, IndexConfig
 from citadel.embedding.base import Embedder
 from citadel.index.hnsw import ef_for_selectivity
-from citadel.partition import Partition
+from citadel.segments.partition import Partition
 from citadel.retrieval.fusion import cap_with_focus, reciprocal_rank_fusion
 from citadel.retrieval.partitions import PartitionCache
 from citadel.tracing import emit_span
-from citadel.types import Passage, Principal
+from citadel.types import Degradation, Passage, Principal
 
 log = logging.getLogger(__name__)
-KEYWORD_ONLY = "keyword_only"  # the vector leg was skipped because the embedder failed
+
+
+class SearchPlan(StrEnum):
+    """How the vector leg searches the readable set (DESIGN.md §4 step 4)."""
+
+    EXACT = "exact"  # a small readable set: exact scan over just its vectors
+    ANN = "ann"  # a large one: the ANN index with the filter inside the graph
 
 
 @dataclass
 class RetrievalResult:
     request_id: str
-    plan: str
+    plan: SearchPlan
     passages: list[Passage]
     degraded: list[str] = field(default_factory=list)
     timings_ms: dict[str, float] = field(default_factory=dict)
@@ -55,6 +63,13 @@ class Candidates:
     keyword: list[int]
 
 
+class PassageRetriever(Protocol):
+    """What the services call to retrieve: the in-process Retriever, or a proxy to a deployment of it."""
+
+    def retrieve(self, principal: Principal, query: str, top_k: int | None = None,
+                 request_id: str | None = None) -> RetrievalResult: ...
+
+
 class Retriever:
     def __init__(self, catalog: Catalog, partitions: PartitionCache, embedder: Embedder | None,
                  config: RetrievalConfig, index_config: IndexConfig):
@@ -73,7 +88,7 @@ class Retriever:
         partition, allowed = self.scope(principal)
         timings["scope_ms"] = _ms_since(started)
         if partition is None or not len(allowed):
-            return RetrievalResult(request_id, "exact", [], timings_ms=timings)
+            return RetrievalResult(request_id, SearchPlan.EXACT, [], timings_ms=timings)
         plan = self.plan(len(allowed), len(partition))
         degraded: list[str] = []
         candidates = self.legs(partition, query, allowed, plan, degraded, timings)
@@ -92,11 +107,11 @@ class Retriever:
         return reciprocal_rank_fusion([candidates.vector, candidates.keyword], self._config.rrf_k,
                                       weights=(self._config.rrf_vector_weight, 1.0))
 
-    def plan(self, readable_rows: int, partition_rows: int) -> str:
+    def plan(self, readable_rows: int, partition_rows: int) -> SearchPlan:
         """exact when the readable set is small in absolute terms or as a share, else ann."""
         small = readable_rows <= self._config.exact_max_readable
         small_share = partition_rows > 0 and readable_rows / partition_rows <= self._config.exact_max_fraction
-        return "exact" if small or small_share else "ann"
+        return SearchPlan.EXACT if small or small_share else SearchPlan.ANN
 
     def scope(self, principal: Principal) -> tuple[Partition | None, np.ndarray]:
         """The principal's partition and the row ids it may read (empty when none)."""
@@ -106,7 +121,7 @@ class Retriever:
             return partition, np.zeros(0, dtype=np.int64)
         return partition, partition.rows_for({d: r.version for d, r in readable.items()})
 
-    def legs(self, partition: Partition, query: str, allowed: np.ndarray, plan: str,
+    def legs(self, partition: Partition, query: str, allowed: np.ndarray, plan: SearchPlan,
              degraded: list[str], timings: dict[str, float], k: int | None = None,
              use_vector: bool = True, use_keyword: bool = True) -> Candidates:
         """Both legs' candidates, each searched only inside `allowed`."""
@@ -116,7 +131,7 @@ class Retriever:
         if not use_vector:
             pass
         elif self._embedder is None:
-            degraded.append("vector_leg_unavailable")
+            degraded.append(Degradation.VECTOR_LEG_UNAVAILABLE)
         else:
             started = time.perf_counter()
             try:
@@ -124,7 +139,7 @@ class Retriever:
                 query_model = (self._embedder.model_id, self._embedder.dim)
             except Exception as error:  # embedder down, slow (breaker open) or failing: keyword only, visibly
                 log.warning("embedder unavailable, keyword-only retrieval: %s", error)
-                degraded.append(KEYWORD_ONLY)
+                degraded.append(Degradation.KEYWORD_ONLY)
                 query_vector = None
             timings["embed_ms"] = _ms_since(started)
             if query_vector is not None:
@@ -140,8 +155,8 @@ class Retriever:
         return Candidates(vector_rows, keyword_rows)
 
     def _vector_search(self, partition: Partition, query_vector: np.ndarray, allowed: np.ndarray,
-                       plan: str, k: int) -> list[int]:
-        if plan == "exact" or partition.ann is None:
+                       plan: SearchPlan, k: int) -> list[int]:
+        if plan == SearchPlan.EXACT or partition.ann is None:
             _, ids = partition.exact.search(query_vector, k, allowed=allowed)
         else:
             fraction = len(allowed) / max(len(partition), 1)

@@ -12,10 +12,11 @@ import json
 import math
 import re
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable, Literal, Protocol, runtime_checkable
+from enum import StrEnum
+from typing import Any, Callable, Iterable, Protocol, runtime_checkable
 
 from citadel.config import StateConfig
-from citadel.errors import CitadelError
+from citadel.errors import Unavailable
 
 Clock = Callable[[], float]
 
@@ -27,10 +28,19 @@ CACHE_KEY_VERSION = "v2"  # v2: the ACL signature hashes a JSON list of groups, 
 _TRAILING_PUNCTUATION = "?!."
 _WHITESPACE = re.compile(r"\s+")
 
-IdempotencyStatus = Literal["new", "in_progress", "done", "conflict"]
+
+class IdempotencyStatus(StrEnum):
+    """What `IdempotencyStore.begin` found. A str enum (StrEnum: a str and an Enum whose str() is
+    its value) holding the strings stored and logged before it existed, so JSON, f-strings and
+    comparisons with those strings stay as they were."""
+
+    NEW = "new"  # reserved now: run the request, then complete (or release) the key
+    IN_PROGRESS = "in_progress"  # the same request is running elsewhere
+    DONE = "done"  # finished: replay the stored response
+    CONFLICT = "conflict"  # the key was used with a different request
 
 
-class StateUnavailable(CitadelError):
+class StateUnavailable(Unavailable):
     """The state backend cannot be reached: callers fail open (cache) or closed (budgets, idempotency)."""
 
     code = "state_unavailable"
@@ -49,7 +59,7 @@ class BudgetDecision:
 
 @dataclass(frozen=True)
 class IdempotencyResult:
-    """`response`/`status_code` are set only for "done"."""
+    """`response`/`status_code` are set only for DONE."""
 
     status: IdempotencyStatus
     response: dict[str, Any] | None = None
@@ -58,6 +68,9 @@ class IdempotencyResult:
 
 @runtime_checkable
 class AnswerCache(Protocol):
+    """JSON dicts under a key from `answer_cache_key`, expiring after a TTL, dropped per document or
+    tenant when what they were built from changes. Failures raise StateUnavailable."""
+
     def get(self, key: str) -> dict[str, Any] | None: ...
 
     def put(self, key: str, value: dict[str, Any], tenant_id: str, document_ids: Iterable[str]) -> None: ...
@@ -69,6 +82,9 @@ class AnswerCache(Protocol):
 
 @runtime_checkable
 class BudgetStore(Protocol):
+    """Per tenant and user, per UTC day: a charge that would pass a limit is refused and charges
+    nothing. Failures raise StateUnavailable (callers fail closed)."""
+
     def charge(self, tenant_id: str, user_id: str, requests: int = 1, cost: float = 0.0) -> BudgetDecision: ...
 
     def usage(self, tenant_id: str, user_id: str) -> tuple[int, float]: ...
@@ -76,6 +92,9 @@ class BudgetStore(Protocol):
 
 @runtime_checkable
 class IdempotencyStore(Protocol):
+    """One reservation per (scope, key): `begin` reserves or reports, `complete` stores the response
+    for replays, `release` drops a reservation whose request failed. Failures raise StateUnavailable."""
+
     def begin(self, scope: str, key: str, fingerprint: str) -> IdempotencyResult: ...
 
     def complete(self, scope: str, key: str, response: dict[str, Any], status_code: int) -> bool: ...

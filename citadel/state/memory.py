@@ -18,6 +18,7 @@ from citadel.state.base import (
     BudgetDecision,
     Clock,
     IdempotencyResult,
+    IdempotencyStatus,
     budget_decision,
     budget_refusal,
     encode_value,
@@ -173,12 +174,13 @@ class MemoryIdempotencyStore:
             record = self._live(scope, key, now)
             if record is None:
                 self._records[(scope, key)] = _IdempotencyRecord(fingerprint, now + self._config.idempotency_ttl_s)
-                return IdempotencyResult("new")
+                return IdempotencyResult(IdempotencyStatus.NEW)
             if record.fingerprint != fingerprint:
-                return IdempotencyResult("conflict")
+                return IdempotencyResult(IdempotencyStatus.CONFLICT)
             if not record.done:
-                return IdempotencyResult("in_progress")
-            return IdempotencyResult("done", json.loads(encode_value(record.response or {})), record.status_code)
+                return IdempotencyResult(IdempotencyStatus.IN_PROGRESS)
+            response = json.loads(encode_value(record.response or {}))
+            return IdempotencyResult(IdempotencyStatus.DONE, response, record.status_code)
 
     def complete(self, scope: str, key: str, response: dict[str, Any], status_code: int) -> bool:
         """Store the response; False when the reservation had expired or was released (nothing stored)."""

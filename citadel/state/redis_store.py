@@ -27,6 +27,7 @@ from citadel.state.base import (
     BudgetDecision,
     Clock,
     IdempotencyResult,
+    IdempotencyStatus,
     StateUnavailable,
     budget_decision,
     cost_budget_reason,
@@ -238,13 +239,13 @@ class RedisIdempotencyStore:
         with _reachable():
             record = self._begin(keys=[self._key(scope, key)], args=args)
         if record is None:
-            return IdempotencyResult("new")
+            return IdempotencyResult(IdempotencyStatus.NEW)
         stored_fingerprint, done, body, code = record
         if stored_fingerprint != fingerprint:
-            return IdempotencyResult("conflict")
+            return IdempotencyResult(IdempotencyStatus.CONFLICT)
         if done != "1":
-            return IdempotencyResult("in_progress")
-        return IdempotencyResult("done", json.loads(body), int(code))
+            return IdempotencyResult(IdempotencyStatus.IN_PROGRESS)
+        return IdempotencyResult(IdempotencyStatus.DONE, json.loads(body), int(code))
 
     def complete(self, scope: str, key: str, response: dict[str, Any], status_code: int) -> bool:
         """Store the response; False when the reservation had expired or was released (nothing stored)."""

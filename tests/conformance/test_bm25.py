@@ -1,4 +1,6 @@
-"""Conformance suite for the KeywordIndex backend (tantivy BM25)."""
+"""Conformance suite for the KeywordIndex backend (tantivy BM25): what retrieval's keyword leg relies on
+(rare terms rank first, stemming, filtering inside the search with unchanged scores, padding, any
+user text is a safe query) and what segment builds rely on (build once, save, load the same index)."""
 
 from __future__ import annotations
 
@@ -47,7 +49,18 @@ def index(docs) -> BM25Index:
 
 def test_implements_protocol(index):
     assert isinstance(index, KeywordIndex)
+    assert isinstance(index.kind, str) and index.kind
     assert len(index) == NUM_DOCS
+
+
+def test_an_index_is_built_once(docs):
+    texts, ids = docs
+    built = BM25Index()
+    built.add(texts[:2], ids[:2])
+    with pytest.raises(RuntimeError):
+        built.add(texts[2:4], ids[2:4])
+    with pytest.raises(ValueError):
+        BM25Index().add(texts[:3], ids[:2])  # a text without an id (or the reverse) is refused
 
 
 def test_document_with_rare_query_terms_ranks_first(index, docs):
@@ -130,7 +143,7 @@ def test_save_load_round_trip(index, tmp_path):
     before = [index.search(q, K) for q in queries]
     index.save(tmp_path)
     reloaded = BM25Index.load(tmp_path)
-    assert len(reloaded) == NUM_DOCS
+    assert isinstance(reloaded, KeywordIndex) and len(reloaded) == NUM_DOCS
     for query, (scores, found) in zip(queries, before):
         reloaded_scores, reloaded_found = reloaded.search(query, K)
         np.testing.assert_array_equal(reloaded_found, found)

@@ -7,6 +7,7 @@ TTLs and UTC days are tested without sleeping; each test gets its own key prefix
 
 from __future__ import annotations
 
+import json
 import os
 import threading
 import time
@@ -26,7 +27,7 @@ from citadel.state import (
     answer_cache_key,
     make_state,
 )
-from citadel.state.base import SECONDS_PER_DAY
+from citadel.state.base import SECONDS_PER_DAY, IdempotencyResult, IdempotencyStatus
 
 UNREACHABLE_REDIS = "redis://127.0.0.1:1/0"  # port 1: nothing listens, the connection is refused at once
 START = 20_000 * SECONDS_PER_DAY + 3_600.0  # 01:00 UTC on some day
@@ -239,16 +240,29 @@ def test_concurrent_charges_never_exceed_the_limit(make):
 # ---- idempotency -----------------------------------------------------------------------------------------
 
 
+def test_idempotency_status_values_are_the_stored_strings():
+    """A str enum: JSON, logs and comparisons with the old literals read exactly as before."""
+    assert [s.value for s in IdempotencyStatus] == ["new", "in_progress", "done", "conflict"]
+    assert IdempotencyStatus.DONE == "done" and str(IdempotencyStatus.DONE) == f"{IdempotencyStatus.DONE}" == "done"
+    assert isinstance(IdempotencyStatus.NEW, str)
+    assert json.dumps({"s": IdempotencyStatus.IN_PROGRESS}) == '{"s": "in_progress"}'
+    assert IdempotencyStatus("conflict") is IdempotencyStatus.CONFLICT
+
+
 def test_idempotency_new_in_progress_conflict_done(make):
     store = make().idempotency
-    assert store.begin("admin:t1", "key-1", "fp-1").status == "new"
-    assert store.begin("admin:t1", "key-1", "fp-1").status == "in_progress"
-    assert store.begin("admin:t1", "key-1", "fp-2").status == "conflict"
-    assert store.begin("admin:t2", "key-1", "fp-2").status == "new"  # scopes are separate
+    began = store.begin("admin:t1", "key-1", "fp-1")
+    assert isinstance(began, IdempotencyResult) and began.status is IdempotencyStatus.NEW
+    assert (began.response, began.status_code) == (None, None)
+    assert store.begin("admin:t1", "key-1", "fp-1").status is IdempotencyStatus.IN_PROGRESS
+    assert store.begin("admin:t1", "key-1", "fp-2").status is IdempotencyStatus.CONFLICT
+    assert store.begin("admin:t2", "key-1", "fp-2").status is IdempotencyStatus.NEW  # scopes are separate
     assert store.complete("admin:t1", "key-1", {"job_id": "j-1", "items": [1]}, 202)
     done = store.begin("admin:t1", "key-1", "fp-1")
-    assert (done.status, done.response, done.status_code) == ("done", {"job_id": "j-1", "items": [1]}, 202)
-    assert store.begin("admin:t1", "key-1", "fp-2").status == "conflict"
+    assert (done.status, done.response, done.status_code) == (
+        IdempotencyStatus.DONE, {"job_id": "j-1", "items": [1]}, 202)
+    assert done.status is IdempotencyStatus.DONE
+    assert store.begin("admin:t1", "key-1", "fp-2").status is IdempotencyStatus.CONFLICT
 
 
 def test_idempotency_release_lets_a_retry_run(make):

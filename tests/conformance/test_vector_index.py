@@ -1,4 +1,6 @@
-"""One suite every VectorIndex backend passes (exact, HNSW fp32/fp16, DiskANN in both filter modes).
+"""One suite every VectorIndex backend passes (exact, HNSW fp32/fp16, DiskANN in both filter modes),
+and the search half of it (VectorSearch) for the layered view retrieval searches a partition through
+(an HNSW base plus an exact delta, one row-id space).
 
 Data: deterministic Gaussian clusters of unit vectors, 20k x 384, with non-contiguous row ids so the
 id translation is exercised.  Every index is built once per module.
@@ -9,10 +11,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from citadel.index.base import VectorIndex
+from citadel.index.base import VectorIndex, VectorSearch
 from citadel.index.exact import ExactIndex
 from citadel.index.factory import VECTOR_BACKENDS, load_vector_index, make_vector_index
 from citadel.index.hnsw import HNSWIndex, ef_for_selectivity
+from citadel.index.layered import Layer, LayeredVectorIndex
 
 DIM = 384
 NUM_VECTORS = 20_000
@@ -111,7 +114,8 @@ def filtered_ef(index: VectorIndex, fraction: float) -> int | None:
 
 
 def test_implements_protocol(index):
-    assert isinstance(index, VectorIndex)
+    assert isinstance(index, VectorIndex) and isinstance(index, VectorSearch)
+    assert VECTOR_BACKENDS[index.kind] is type(index), "kind names the backend the factory reopens"
     assert index.dim == DIM
     assert len(index) == NUM_VECTORS
 
@@ -180,6 +184,7 @@ def test_save_load_round_trip_gives_identical_results(index, dataset, tmp_path):
     index.save(tmp_path)
     reloaded = load_vector_index(tmp_path)
     assert type(reloaded) is type(index) and len(reloaded) == len(index)
+    assert isinstance(reloaded, VectorIndex) and reloaded.dim == index.dim
     after = [reloaded.search(queries, K), reloaded.search(queries, K, allowed=allowed)]
     for (scores_before, ids_before), (scores_after, ids_after) in zip(before, after):
         np.testing.assert_array_equal(ids_after, ids_before)
@@ -215,3 +220,55 @@ def test_ef_for_selectivity_grows_with_selectivity_and_is_bounded():
     assert ef_for_selectivity(K, 1e-6, base, ceiling) == ceiling
     assert ef_for_selectivity(K, 0.0, base, ceiling) == base
     assert ef_for_selectivity(500, 1.0, base, ceiling) == 500  # never below k
+
+
+# -- VectorSearch: the layered view of a partition (a base graph, then an exact delta) -------------
+
+LAYERED_ROWS, LAYERED_BASE_ROWS = 4_000, 3_000  # partition row ids 0..3999; the delta holds 3000..3999
+
+
+@pytest.fixture(scope="module")
+def layered(dataset) -> tuple[LayeredVectorIndex, ExactIndex]:
+    """(the layered view, an exact index over the same rows under the same partition row ids)."""
+    vectors = dataset["vectors"][:LAYERED_ROWS]
+    base = make_vector_index("hnsw", DIM)
+    base.add(vectors[:LAYERED_BASE_ROWS], np.arange(LAYERED_BASE_ROWS, dtype=np.int64))
+    delta = ExactIndex(DIM)
+    delta.add(vectors[LAYERED_BASE_ROWS:], np.arange(LAYERED_ROWS - LAYERED_BASE_ROWS, dtype=np.int64))
+    view = LayeredVectorIndex([Layer(base, 0, LAYERED_BASE_ROWS),
+                               Layer(delta, LAYERED_BASE_ROWS, LAYERED_ROWS - LAYERED_BASE_ROWS)], DIM)
+    truth = ExactIndex(DIM)
+    truth.add(vectors, np.arange(LAYERED_ROWS, dtype=np.int64))
+    return view, truth
+
+
+def test_layered_view_implements_vector_search(layered):
+    view, _ = layered
+    assert isinstance(view, VectorSearch)
+    assert view.dim == DIM and len(view) == LAYERED_ROWS
+
+
+@pytest.mark.parametrize("fraction", (None, *SELECTIVITIES))
+def test_layered_view_finds_the_true_top_k_of_both_layers_within_allowed(layered, dataset, fraction):
+    view, truth = layered
+    queries = dataset["queries"][:50]
+    allowed = None if fraction is None else random_allowed(np.arange(LAYERED_ROWS, dtype=np.int64), fraction, 3)
+    _, true_ids = truth.search(queries, K, allowed=allowed)
+    scores, ids = view.search(queries, K, allowed=allowed)
+    assert scores.shape == ids.shape == (len(queries), K)
+    assert scores.dtype == np.float32 and ids.dtype == np.int64
+    assert np.all(np.diff(scores, axis=1) <= SCORE_TOLERANCE), "best first"
+    if allowed is not None:
+        assert np.isin(ids[ids >= 0], allowed).all(), "a disallowed id was returned"
+    assert recall(ids, true_ids) >= MIN_RECALL
+    assert (ids >= LAYERED_BASE_ROWS).any() and ((ids >= 0) & (ids < LAYERED_BASE_ROWS)).any(), "both layers answer"
+
+
+def test_layered_view_pads_and_takes_a_single_query(layered, dataset):
+    view, _ = layered
+    allowed = np.array([5, LAYERED_BASE_ROWS + 5], dtype=np.int64)  # one row in each layer
+    scores, ids = view.search(dataset["queries"][0], K, allowed=allowed)
+    assert ids.shape == (1, K) and sorted(ids[0, :2].tolist()) == allowed.tolist()
+    assert np.all(ids[0, 2:] == -1) and np.all(scores[0, 2:] == -np.inf)
+    scores, ids = view.search(dataset["queries"][:2], K, allowed=np.array([], dtype=np.int64))
+    assert np.all(ids == -1) and np.all(scores == -np.inf)

@@ -13,8 +13,8 @@ from ray_helpers import GOOD, run_pipeline
 pytest.importorskip("ray")
 
 from citadel.embedding.fake import HashEmbedder  # noqa: E402
-from citadel.partition import CHUNKS, VECTORS  # noqa: E402
-from citadel.sources import AclSpec, discover  # noqa: E402
+from citadel.ingest.sources import AclSpec, discover  # noqa: E402
+from citadel.segments.layout import CHUNKS, VECTORS  # noqa: E402
 from citadel.types import Principal  # noqa: E402
 from indexing.records import records_from_manifest, records_from_paths  # noqa: E402
 
@@ -99,7 +99,7 @@ def test_rerun_is_idempotent(ray_runtime, tmp_path):
 
 
 def test_manifest_tenants_land_in_every_tier_with_fp16_embeddings(ray_runtime, tmp_path):
-    from citadel.synth import SynthSpec, generate
+    from citadel.ingest.synth import SynthSpec, generate
 
     corpus = generate(SynthSpec(tenants=5, chunks=900, seed=3, large=(300, 200)), tmp_path / "corpus")
     hot, cold = corpus.large_tenants
@@ -155,3 +155,27 @@ def test_dead_letters_replayed_with_retry_flag(ray_runtime, tmp_path, monkeypatc
     assert ray_runtime.catalog.dead_letters("t") == []
     texts = [p.text for p in ray_runtime.retriever.retrieve(STAFF, "annual leave").passages]
     assert any("40 days" in text for text in texts) and any("25 days" in text for text in texts)
+
+
+def test_the_ray_engine_runs_a_many_tenant_job_through_the_protocol(ray_runtime, tmp_path):
+    from citadel.cli.ingest_cmd import RAY, make_engine
+    from citadel.ingest.engine import IngestEngine
+    from citadel.ingest.jobs import jobs_from_manifest
+    from indexing.pipeline import RayDataEngine
+
+    ray_runtime.config.ingest_pipeline.engine = RAY
+    engine = make_engine(ray_runtime, local=False)  # joins the fixture's instance
+    assert isinstance(engine, RayDataEngine) and isinstance(engine, IngestEngine) and engine.name == RAY
+    (tmp_path / "a.md").write_text(GOOD)
+    (tmp_path / "b.md").write_text(GOOD.replace("25 days", "30 days"))
+    manifest = tmp_path / "manifest.jsonl"
+    manifest.write_text('{"tenant_id": "u", "document_id": "b", "source": "b.md", "groups": ["ops"], "version": 5}\n'
+                        '{"tenant_id": "t", "document_id": "a", "source": "a.md", "groups": ["staff"]}\n')
+    [report] = engine.run(jobs_from_manifest(manifest))
+    summary = report.to_dict()
+    assert (summary["engine"], summary["tenants"], summary["published"], summary["status"]) == (
+        "raydata", 2, 2, "succeeded")
+    published = {t: {d.document_id: (d.published_version, d.groups) for d in ray_runtime.catalog.list_documents(t)}
+                 for t in ("t", "u")}
+    assert published == {"t": {"a": (1, ("staff",))}, "u": {"b": (5, ("ops",))}}
+    assert engine.run([]) == []

@@ -58,7 +58,7 @@ def ray_serve(tmp_path_factory, redis_url):
     from cluster.ray_local import local_ray
     from ray import serve
 
-    from serving.local import deploy
+    from serving.ray.local import deploy
 
     home = make_home(tmp_path_factory.mktemp("serve") / "home",
                      CITADEL_REDIS_URL=redis_url, CITADEL_STATE__BUDGET_REQUESTS_PER_DAY=str(BUDGET),
@@ -75,7 +75,7 @@ def ray_serve(tmp_path_factory, redis_url):
 
 @pytest.fixture(scope="module", params=["fused", "split"])
 def app(request, ray_serve) -> Cluster:
-    from serving.local import replace_app
+    from serving.ray.local import replace_app
 
     if ray_serve.topology != request.param:
         ray_serve.home.config.serving.topology = request.param
@@ -163,7 +163,7 @@ def test_metrics_are_served(app):
 
 def test_every_listening_socket_is_on_loopback(app):
     """Ray, Serve's proxy and every replica (incl. Serve's inter-deployment gRPC servers, which Ray
-    binds on all interfaces unless serving/loopback.py pins them) listen on 127.0.0.1 only."""
+    binds on all interfaces unless serving/ray/loopback.py pins them) listen on 127.0.0.1 only."""
     import ipaddress
 
     import psutil

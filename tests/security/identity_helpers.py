@@ -63,11 +63,11 @@ def headers(home, token: str, service: str, tenant: str = "acme", groups=("staff
 
 
 def client_for(home) -> TestClient:
-    from serving.api import create_api
-    from serving.compose import build_gateway
+    from serving.http.api import create_api
+    from serving.services.compose import build_services
 
     app = create_api()
-    app.state.gateway = build_gateway(home.config)
+    app.state.services = build_services(home.config)
     app.state.executor = concurrent.futures.ThreadPoolExecutor(4)
     return TestClient(app, raise_server_exceptions=False)
 

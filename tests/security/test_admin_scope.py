@@ -26,11 +26,11 @@ def setup(tmp_path):
     with client_for(home) as client:
         upload = client.post("/v1/admin/tenants/northwind/documents", json=NOTE, headers=home.admin_headers())
         assert upload.status_code == 202, upload.text
-        client.app.state.gateway.wait_for_jobs(60)
+        client.app.state.services.admin.wait_for_jobs(60)
         job = client.get(f"/v1/admin/jobs/{upload.json()['job_id']}", headers=home.admin_headers()).json()
         assert job["status"] == "succeeded", job
         yield home, client, acme_admin, job["job_id"]
-        client.app.state.gateway.wait_for_jobs(60)
+        client.app.state.services.admin.wait_for_jobs(60)
 
 
 def _refused(response, status: int, code: str) -> None:
@@ -71,7 +71,7 @@ def test_a_tenant_admin_still_administers_its_own_tenant(setup):
     upload = client.post("/v1/admin/tenants/acme/documents", json={**NOTE, "document_id": "acme-note"},
                          headers=acme_admin)
     assert upload.status_code == 202, upload.text
-    client.app.state.gateway.wait_for_jobs(60)
+    client.app.state.services.admin.wait_for_jobs(60)
     assert client.get(f"/v1/admin/jobs/{upload.json()['job_id']}", headers=acme_admin).status_code == 200
     acl = client.put("/v1/admin/tenants/acme/documents/acme-note/acl", json={"groups": ["staff"]}, headers=acme_admin)
     assert acl.status_code == 200, acl.text

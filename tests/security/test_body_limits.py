@@ -27,7 +27,7 @@ def served(tmp_path):
     home = make_home(tmp_path / "home")
     with client_for(home) as client:
         yield home, client
-    client.app.state.gateway.wait_for_jobs(30)
+    client.app.state.services.admin.wait_for_jobs(30)
 
 
 def _call(app, path: str, headers: dict, total_bytes: int, chunk: bytes) -> tuple[int, int]:

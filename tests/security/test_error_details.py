@@ -45,7 +45,7 @@ def _assert_generic(response, status: int, code: str) -> None:
 
 def test_a_redis_failure_in_the_budget_store_is_a_code_not_an_address(served, monkeypatch, caplog):
     home, client = served
-    monkeypatch.setattr(client.app.state.gateway.state.budgets, "charge", _fail(REDIS_ERROR))
+    monkeypatch.setattr(client.app.state.services.wiring.state.budgets, "charge", _fail(REDIS_ERROR))
     with caplog.at_level(logging.WARNING):
         response = client.post("/v1/answer", json={"question": "hotel limit?"}, headers=home.headers())
     _assert_generic(response, 503, "state_unavailable")
@@ -53,11 +53,11 @@ def test_a_redis_failure_in_the_budget_store_is_a_code_not_an_address(served, mo
 
 
 def test_a_sqlite_failure_in_the_permission_store_is_a_code_not_a_message(served, monkeypatch):
-    from citadel.catalog.sqlite import SQLiteCatalog
+    from citadel.catalog import sqlite as sqlite_catalog
 
     home, client = served
-    monkeypatch.setattr(SQLiteCatalog, "readable_documents", _fail(SQLITE_ERROR, sqlite3.DatabaseError))
-    monkeypatch.setattr(SQLiteCatalog, "published_segment", _fail(SQLITE_ERROR, sqlite3.OperationalError))
+    # The database call itself fails, so the catalog's conversion to CatalogUnavailable is what is tested.
+    monkeypatch.setattr(sqlite_catalog, "_fetch_all", _fail(SQLITE_ERROR, sqlite3.DatabaseError))
     _assert_generic(client.post("/v1/retrieve", json={"query": "hotel"}, headers=home.headers()), 503,
                     "permissions_unavailable")
     _assert_generic(client.post("/v1/answer", json={"question": "hotel limit?"}, headers=home.headers()), 503,
@@ -66,7 +66,7 @@ def test_a_sqlite_failure_in_the_permission_store_is_a_code_not_a_message(served
 
 def test_a_redis_failure_in_the_idempotency_store_is_a_code_not_an_address(served, monkeypatch):
     home, client = served
-    monkeypatch.setattr(client.app.state.gateway.state.idempotency, "begin", _fail(REDIS_ERROR))
+    monkeypatch.setattr(client.app.state.services.wiring.state.idempotency, "begin", _fail(REDIS_ERROR))
     response = client.post("/v1/admin/tenants/acme/documents/expense-policy/withdraw",
                            headers=home.admin_headers(**{"idempotency-key": "w-1"}))
     _assert_generic(response, 503, "state_unavailable")

@@ -19,7 +19,7 @@ import concurrent.futures
 import pytest
 from fastapi.testclient import TestClient
 
-from citadel.ingestion import AclSpec, discover
+from citadel.ingest.sources import AclSpec, discover
 from citadel.types import Principal
 from tests.serving.conftest import make_home
 
@@ -43,11 +43,11 @@ The quokka garage code is 4417 and only executives may know it.
 
 
 def _client(home) -> TestClient:
-    from serving.api import create_api
-    from serving.compose import build_gateway
+    from serving.http.api import create_api
+    from serving.services.compose import build_services
 
     app = create_api()
-    app.state.gateway = build_gateway(home.config)
+    app.state.services = build_services(home.config)
     app.state.executor = concurrent.futures.ThreadPoolExecutor(4)
     return TestClient(app, raise_server_exceptions=False)
 
@@ -55,7 +55,7 @@ def _client(home) -> TestClient:
 def _upload(client, home, body: dict) -> dict:
     response = client.post("/v1/admin/tenants/acme/documents", json=body, headers=home.admin_headers())
     assert response.status_code == 202, response.text
-    client.app.state.gateway.wait_for_jobs(60)
+    client.app.state.services.admin.wait_for_jobs(60)
     return client.get(f"/v1/admin/jobs/{response.json()['job_id']}", headers=home.admin_headers()).json()
 
 
@@ -64,12 +64,12 @@ def api(tmp_path):
     home = make_home(tmp_path / "home")
     with _client(home) as client:
         yield home, client
-        client.app.state.gateway.wait_for_jobs(60)
+        client.app.state.services.admin.wait_for_jobs(60)
 
 
 def test_an_uploaded_files_front_matter_sets_neither_its_acl_nor_its_identity(api):
     home, client = api
-    catalog = client.app.state.gateway.catalog
+    catalog = client.app.state.services.wiring.catalog
     expense_before = catalog.get_document("acme", "expense-policy")
     travel_before = catalog.get_document("acme", "travel-policy")
     assert expense_before.status == "published" and travel_before.status == "published"
@@ -97,7 +97,7 @@ def test_an_uploaded_files_front_matter_sets_neither_its_acl_nor_its_identity(ap
 
 def test_an_upload_states_trusted_fields_in_its_body_and_they_are_checked(api):
     home, client = api
-    catalog = client.app.state.gateway.catalog
+    catalog = client.app.state.services.wiring.catalog
     body = {"document_id": "parking-2027", "filename": "p.md", "text": "# Parking\n\n## Rule\n\nPark nowhere.\n",
             "groups": ["staff"], "owner": "facilities@acme.example", "effective_date": "2027-01-01",
             "supersedes": "expense-policy"}

@@ -33,8 +33,8 @@ REPOSITORY = Path(__file__).resolve().parents[2]
 MODULES = [
     "citadel.guardrails.text", "citadel.guardrails.injection", "citadel.guardrails.planted",
     "citadel.guardrails.pii", "citadel.guardrails.topics", "citadel.parsing.markdown", "citadel.parsing.text",
-    "citadel.parsing.pdf", "citadel.chunking", "citadel.sources", "citadel.index.bm25", "citadel.embedding.fake",
-    "citadel.answer.conflicts", "citadel.answer.expand", "citadel.answer.generators", "citadel.answer.prompt",
+    "citadel.parsing.pdf", "citadel.chunking", "citadel.ingest.sources", "citadel.index.bm25", "citadel.embedding.fake",
+    "citadel.answer.conflicts", "citadel.answer.expand", "citadel.generation.backends", "citadel.answer.prompt",
     "citadel.answer.text", "citadel.answer.validator", "citadel.answer.glossary", "citadel.eval.rag",
     "citadel.eval.squad",
 ]

@@ -65,7 +65,7 @@ def test_sensitive_data_the_router_let_through_is_not_stored_either(tmp_path):
     withholds a question holding a card number, and everything derived from its words."""
     home = make_home(tmp_path / "home")
     with client_for(home) as client:
-        client.app.state.gateway.answers.router = None
+        client.app.state.services.query.answers.router = None
         question = f"What is the hotel limit per night? My card is {CARD}"
         body = client.post("/v1/answer", json={"question": question}, headers=home.headers()).json()
         [row] = [r for r in _rows(home) if r["request_id"] == body["request_id"]]

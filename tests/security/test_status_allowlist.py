@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import pytest
 
-from citadel.ingestion import AclSpec, discover
+from citadel.ingest.sources import AclSpec, discover
 
 BODY = "# {title}\n\n## Section\n\nThe {title} text.\n"
 STATUSES = {
@@ -63,10 +63,10 @@ def test_the_allowlist_is_configuration(make_runtime, tmp_path):
 
 @pytest.mark.parametrize("status", ["Draft v2", "draft", "DRAFT ", "archived"])
 def test_an_uploaded_status_outside_the_allowlist_is_not_published(make_runtime, tmp_path, status):
-    from citadel.ingestion import SourceFile
+    from citadel.ingest.sources import SourceFile
 
     try:
-        from citadel.sources import TrustedFields
+        from citadel.ingest.sources import TrustedFields
     except ImportError:  # before: no trusted fields; the file's own status was the only one
         TrustedFields = None
     path = tmp_path / "note.md"

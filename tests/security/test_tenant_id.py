@@ -20,7 +20,7 @@ from typer.testing import CliRunner
 
 from citadel.catalog.sqlite import SQLiteCatalog
 from citadel.errors import CitadelError
-from citadel.ingestion import AclSpec, discover
+from citadel.ingest.sources import AclSpec, discover
 from citadel.types import Principal
 
 DOC = "# Hotel policy\n\n## Limit\n\nThe hotel limit is 220 USD per night.\n"
@@ -75,7 +75,7 @@ def test_loading_a_partition_refuses_a_bad_tenant(make_runtime, tenant):
 
 @pytest.mark.parametrize("tenant", CONTAINED_BAD_IDS, ids=repr)
 def test_the_tenant_lock_forms_no_path_for_a_bad_tenant(tmp_path, tenant):
-    from citadel.stages import tenant_lock
+    from citadel.ingest.steps import tenant_lock
 
     with pytest.raises(CitadelError) as raised:
         with tenant_lock(tmp_path / "home" / "partitions", tenant):
@@ -183,17 +183,17 @@ def served(tmp_path):
 
     from fastapi.testclient import TestClient
 
-    from serving.api import create_api
-    from serving.compose import build_gateway
+    from serving.http.api import create_api
+    from serving.services.compose import build_services
     from tests.serving.conftest import make_home
 
     home = make_home(tmp_path / "home")
     app = create_api()
-    app.state.gateway = build_gateway(home.config)
+    app.state.services = build_services(home.config)
     app.state.executor = concurrent.futures.ThreadPoolExecutor(2)
     with TestClient(app) as client:
         yield home, client
-        app.state.gateway.wait_for_jobs(30)
+        app.state.services.admin.wait_for_jobs(30)
 
 
 @pytest.mark.parametrize("method, path", [

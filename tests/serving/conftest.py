@@ -48,10 +48,10 @@ class Home:
 def make_home(root: Path, **environ: str) -> Home:
     """Ingest Acme (staff+exec; the executive allowance exec-only) into a fresh home."""
     from citadel.identity.credentials import ALL_TENANTS, add_credential
-    from citadel.ingestion import Ingestor
+    from citadel.ingest.local import Ingestor
     from citadel.catalog.sqlite import SQLiteCatalog
     from citadel.embedding.factory import make_embedder
-    from citadel.sources import AclSpec, discover
+    from citadel.ingest.sources import AclSpec, discover
 
     config = load_config(environ={"CITADEL_HOME": str(root), "CITADEL_EMBEDDING__BACKEND": "hash",
                                   "CITADEL_SERVING__METRICS_TOKENS_SHA256": f'["{METRICS_TOKEN_SHA256}"]', **environ})

@@ -10,7 +10,7 @@ pytestmark = pytest.mark.slow
 
 
 def test_permission_drill_fails_closed_and_reranker_drill_degrades(tmp_path):
-    from serving.drills import drill_permissions
+    from benchmarks.drills import drill_permissions
 
     home = make_home(tmp_path / "home")
     report = drill_permissions(home.config, concurrency=2, phase_s=1.5, log=lambda row: None)

@@ -14,13 +14,13 @@ from citadel.config import load_config
 
 @pytest.fixture
 def client_with_another_model(home):
-    from serving.api import create_api
-    from serving.compose import build_gateway
+    from serving.http.api import create_api
+    from serving.services.compose import build_services
 
     config = load_config(environ={"CITADEL_HOME": str(home.config.home), "CITADEL_EMBEDDING__BACKEND": "hash",
                                   "CITADEL_EMBEDDING__DIM": "128"})  # Acme was embedded at 384 dimensions
     app = create_api()
-    app.state.gateway = build_gateway(config)
+    app.state.services = build_services(config)
     app.state.executor = concurrent.futures.ThreadPoolExecutor(2)
     with TestClient(app, raise_server_exceptions=False) as client:
         yield client

@@ -29,7 +29,7 @@ from fastapi.testclient import TestClient
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 
-from serving.api import create_api
+from serving.http.api import create_api
 from tests.serving.conftest import Home, make_home
 
 pytestmark = pytest.mark.slow
@@ -56,14 +56,14 @@ def fuzz_home(tmp_path_factory) -> Home:
 
 @pytest.fixture(scope="module", autouse=True)
 def gateway(fuzz_home):
-    from serving.compose import build_gateway
+    from serving.services.compose import build_services
 
-    APP.state.gateway = build_gateway(fuzz_home.config)
+    APP.state.services = build_services(fuzz_home.config)
     APP.state.executor = concurrent.futures.ThreadPoolExecutor(4)
-    yield APP.state.gateway
-    APP.state.gateway.wait_for_jobs(60)  # fuzzed uploads start ingestion jobs on background threads
+    yield APP.state.services
+    APP.state.services.admin.wait_for_jobs(60)  # fuzzed uploads start ingestion jobs on background threads
     APP.state.executor.shutdown(wait=True)
-    del APP.state.gateway, APP.state.executor
+    del APP.state.services, APP.state.executor
     JOB_IDS.clear()
 
 

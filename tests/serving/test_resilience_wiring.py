@@ -13,12 +13,12 @@ from tests.serving.conftest import make_home
 
 
 def drill_client(tmp_path, stages=None, **environ) -> tuple[TestClient, object]:
-    from serving.api import create_api
-    from serving.compose import build_gateway
+    from serving.http.api import create_api
+    from serving.services.compose import build_services
 
     home = make_home(tmp_path / "home", CITADEL_SERVING__FAULT_INJECTION="true", **environ)
     app = create_api()
-    app.state.gateway = build_gateway(home.config, stages)
+    app.state.services = build_services(home.config, stages)
     app.state.executor = concurrent.futures.ThreadPoolExecutor(4)
     return TestClient(app), home
 
@@ -59,13 +59,14 @@ def test_embedder_down_falls_back_to_keyword_only(tmp_path):
 
 class FailingReranker:
     model_id = "failing"
+    enabled = True
 
     def rerank(self, question, passages, top_n):
         raise RuntimeError("reranker replica crashed")
 
 
 def test_failing_reranker_is_skipped_and_answers_continue(tmp_path):
-    from serving.compose import Stages
+    from citadel.wiring import Stages
 
     client, home = drill_client(tmp_path, Stages(reranker=FailingReranker()))
     body = client.post("/v1/answer", json={"question": "What is the hotel limit per night in London?"},

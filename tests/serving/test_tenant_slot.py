@@ -9,7 +9,7 @@ pytest.importorskip("ray")
 def test_eviction_cleanup_is_idempotent(home):
     from citadel.catalog.sqlite import SQLiteCatalog
     from citadel.retrieval.partitions import PartitionCache
-    from serving.app import TenantSlot
+    from serving.ray.app import TenantSlot
 
     partitions = PartitionCache(SQLiteCatalog(home.config.catalog_path), home.config.partitions_dir)
     slot = TenantSlot(partitions, "acme")

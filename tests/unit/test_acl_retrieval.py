@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from citadel.ingestion import AclSpec, discover
+from citadel.ingest.sources import AclSpec, discover
 from citadel.types import Principal
 
 PLANTED = "The quartz heron ledger authorises seventeen violet submarines every Thursday"

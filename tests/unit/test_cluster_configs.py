@@ -3,7 +3,7 @@
 - Serve configs (cluster/serve/*.yaml and the RayService's serveConfigV2) validate against Ray's own
   `ray.serve.schema.ServeDeploySchema`; the Citadel configs they name load with
   `citadel.config.load_config`.
-- Serve-config `deployments:` entries name deployments the builder (`serving.app:build_app`) makes for
+- Serve-config `deployments:` entries name deployments the builder (`serving.ray.app:build_app`) makes for
   that app's topology and config, and every field they set equals what the builder sets from the
   Citadel config (Serve's value would win, so a difference would silently change the deployment).
 - GPU shares: the same in both files, and each fits one GPU worker of the KubeRay manifests.
@@ -38,7 +38,7 @@ RAYSERVICE = CLUSTER / "kuberay" / "rayservice.yaml"
 RAYCLUSTER = CLUSTER / "kuberay" / "raycluster.yaml"
 
 GPU = "nvidia.com/gpu"
-IMPORT_PATH = "serving.app:build_app"
+IMPORT_PATH = "serving.ray.app:build_app"
 SPLIT_STAGES = {"gateway", "embedder", "retriever", "router", "generator"}
 GPU_STAGES = {"embedder", "reranker", "generator"}
 SECRET_ENV = {"CITADEL_REDIS_URL"}
@@ -92,7 +92,7 @@ def _apps(name: str) -> list[dict]:
 
 
 def expected_deployments(config: CitadelConfig) -> set[str]:
-    """The deployment names serving/app.py build_app_for makes for this config."""
+    """The deployment names serving/ray/app.py build_app_for makes for this config."""
     if config.serving.topology == "fused":
         return {"fused"}
     return SPLIT_STAGES | ({"reranker"} if config.answer.reranker != "none" else set())
@@ -136,7 +136,7 @@ def _gpu_worker(cluster_spec: dict) -> dict:
 
 @pytest.fixture
 def clean_env(monkeypatch):
-    """serving.app.app_config reads CITADEL_* from the environment: none of the caller's."""
+    """serving.ray.app.app_config reads CITADEL_* from the environment: none of the caller's."""
     import os
 
     for name in list(os.environ):
@@ -215,7 +215,7 @@ def test_deployment_overrides_name_deployments_the_builder_makes(name):
 def test_builder_makes_the_expected_deployments(name, clean_env):
     ray = pytest.importorskip("ray")
     built_app = pytest.importorskip("ray.serve._private.build_app")  # Serve's own graph walk (no cluster needed)
-    from serving.app import build_app
+    from serving.ray.app import build_app
 
     for app in _apps(name):
         args = {**app["args"], "config": str(REPO / app["args"]["config"])}
@@ -230,7 +230,7 @@ def test_deployment_overrides_equal_the_builder_options(name):
     """Serve applies these over the builder's options (its value wins; ray_actor_options and
     autoscaling_config replace the builder's dict whole), so each must equal the builder's."""
     pytest.importorskip("ray")
-    from serving.app import deployment_options
+    from serving.ray.app import deployment_options
 
     for app in _apps(name):
         settings = _app_config(app).serving.deployments
@@ -355,7 +355,7 @@ def test_every_pod_shares_home_config_and_secrets(cluster_name):
 
 def test_app_config_loads_local_yaml_with_the_topology_of_args(clean_env, monkeypatch):
     pytest.importorskip("ray")
-    from serving.app import app_config
+    from serving.ray.app import app_config
 
     monkeypatch.chdir(REPO)  # home ./var resolves against the working directory, as in a Serve replica
     path = str(LOCAL_CITADEL)

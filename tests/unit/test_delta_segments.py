@@ -5,14 +5,13 @@ The hash embedder and small thresholds make every decision visible on a handful 
 
 from __future__ import annotations
 
-import json
 import os
 
 import pytest
 
-from citadel.compaction import DELTA_FULL, FORCED, SMALL_BASE, TOMBSTONES
-from citadel.ingestion import AclSpec, discover
-from citadel.partition import KIND_BASE, KIND_DELTA, MANIFEST
+from citadel.ingest.sources import AclSpec, discover
+from citadel.segments.compaction import RebuildReason
+from citadel.segments.manifest import Manifest, SegmentKind, read_manifest
 from citadel.types import Principal
 
 STAFF = Principal("t", "s", frozenset({"staff"}))
@@ -50,9 +49,9 @@ def _ingest(runtime, *paths):
     return runtime.ingestor().ingest("t", discover(list(paths)), ACL)
 
 
-def _manifest(runtime) -> dict:
+def _manifest(runtime) -> Manifest:
     segment = runtime.catalog.published_segment("t")
-    return json.loads((runtime.config.partitions_dir / "t" / segment / MANIFEST).read_text())
+    return read_manifest(runtime.config.partitions_dir / "t" / segment)
 
 
 def _documents_found(runtime, query: str) -> list[str]:
@@ -62,22 +61,23 @@ def _documents_found(runtime, query: str) -> list[str]:
 def test_a_new_document_lands_in_a_delta_and_the_base_is_not_rewritten(setup, tmp_path):
     runtime, docs = setup()
     first = _ingest(runtime, *[_write(docs, t) for t in TOPICS[:6]])
-    assert first.segment_kind == KIND_BASE
+    assert first.segment_kind is SegmentKind.BASE
     base = runtime.catalog.published_segment("t")
     base_dir = runtime.config.partitions_dir / "t" / base
     base_files = {p: os.stat(p).st_mtime_ns for p in base_dir.rglob("*") if p.is_file()}
 
     second = _ingest(runtime, _write(docs, "pension scheme"))
-    assert second.segment_kind == KIND_DELTA and second.rebuild_reason is None
+    assert second.segment_kind is SegmentKind.DELTA and second.rebuild_reason is None
     manifest = _manifest(runtime)
-    assert manifest["kind"] == KIND_DELTA and manifest["base"] == base
-    assert manifest["chunks"] == second.to_dict()["chunks"] and manifest["tombstones"] == 0
+    assert manifest.kind is SegmentKind.DELTA and manifest.base == base
+    assert manifest.chunks == second.to_dict()["chunks"] and manifest.tombstones == 0
+    assert second.to_dict()["segment_kind"] == "delta"
     assert {p: os.stat(p).st_mtime_ns for p in base_dir.rglob("*") if p.is_file()} == base_files
     # both legs see the new rows and the old ones
     assert _documents_found(runtime, "pension scheme process")[0] == "pension-scheme"
     assert _documents_found(runtime, "annual leave process")[0] == "annual-leave"
     partition = runtime.partitions.get("t")
-    assert len(partition) == first.total_chunks + manifest["chunks"]
+    assert len(partition) == first.total_chunks + manifest.chunks
     ids = partition.table.column("chunk_id").to_pylist()
     assert len(ids) == len(set(ids))
 
@@ -87,9 +87,9 @@ def test_a_new_version_tombstones_the_old_rows_and_only_the_new_text_is_served(s
     _ingest(runtime, *[_write(docs, t) for t in TOPICS[:6]])
     base_rows = len(runtime.partitions.get("t"))
     report = _ingest(runtime, _write(docs, "annual leave", " Leave now accrues monthly."))
-    assert report.segment_kind == KIND_DELTA
+    assert report.segment_kind is SegmentKind.DELTA
     manifest = _manifest(runtime)
-    assert manifest["tombstones"] == 3 and manifest["base_rows"] == base_rows
+    assert manifest.tombstones == 3 and manifest.base_rows == base_rows
     passages = runtime.retriever.retrieve(STAFF, "annual leave accrues monthly").passages
     leave = [p for p in passages if p.document_id == "annual-leave"]
     assert leave and all(p.version == 2 and "accrues monthly" in p.text for p in leave)
@@ -108,10 +108,10 @@ def test_a_growing_delta_is_compacted_into_a_new_base(setup):
     runtime, docs = setup(delta_max_fraction=0.4)
     _ingest(runtime, *[_write(docs, t) for t in TOPICS[:5]])
     first_base = runtime.catalog.published_segment("t")
-    assert _ingest(runtime, _write(docs, TOPICS[5])).segment_kind == KIND_DELTA
+    assert _ingest(runtime, _write(docs, TOPICS[5])).segment_kind is SegmentKind.DELTA
     report = _ingest(runtime, _write(docs, TOPICS[6]), _write(docs, TOPICS[7]))
-    assert report.segment_kind == KIND_BASE and report.rebuild_reason == DELTA_FULL
-    assert _manifest(runtime)["kind"] == KIND_BASE
+    assert report.segment_kind is SegmentKind.BASE and report.rebuild_reason is RebuildReason.DELTA_FULL
+    assert _manifest(runtime).kind is SegmentKind.BASE
     assert len(runtime.partitions.get("t")) == 8 * 3
     for topic in TOPICS[:8]:
         assert _documents_found(runtime, f"{topic} process")[0] == topic.replace(" ", "-")
@@ -123,9 +123,9 @@ def test_a_growing_delta_is_compacted_into_a_new_base(setup):
 def test_tombstones_past_the_threshold_rebuild_the_base(setup):
     runtime, docs = setup(tombstone_max_fraction=0.3)
     _ingest(runtime, *[_write(docs, t) for t in TOPICS[:6]])
-    assert _ingest(runtime, _write(docs, TOPICS[0], " Revised.")).segment_kind == KIND_DELTA
+    assert _ingest(runtime, _write(docs, TOPICS[0], " Revised.")).segment_kind is SegmentKind.DELTA
     report = _ingest(runtime, _write(docs, TOPICS[1], " Revised."), _write(docs, TOPICS[2], " Revised."))
-    assert report.segment_kind == KIND_BASE and report.rebuild_reason == TOMBSTONES
+    assert report.segment_kind is SegmentKind.BASE and report.rebuild_reason is RebuildReason.TOMBSTONES
     partition = runtime.partitions.get("t")
     assert len(partition) == 6 * 3 and partition.tombstones == 0  # the superseded rows are gone
 
@@ -136,7 +136,7 @@ def test_compact_folds_the_delta_and_drops_withdrawn_rows(setup):
     _ingest(runtime, _write(docs, "pension scheme"))
     runtime.catalog.withdraw("t", "laptop-security", actor="test")
     report = runtime.ingestor().compact("t")
-    assert report.segment_kind == KIND_BASE and report.rebuild_reason == FORCED
+    assert report.segment_kind is SegmentKind.BASE and report.rebuild_reason is RebuildReason.FORCED
     partition = runtime.partitions.get("t")
     documents = set(partition.table.column("document_id").to_pylist())
     assert "laptop-security" not in documents and "pension-scheme" in documents
@@ -150,7 +150,7 @@ def test_small_tenants_are_rebuilt_whole_by_default(make_runtime, tmp_path):
     docs.mkdir()
     _ingest(runtime, *[_write(docs, t) for t in TOPICS[:3]])
     report = _ingest(runtime, _write(docs, TOPICS[3]))
-    assert report.segment_kind == KIND_BASE and report.rebuild_reason == SMALL_BASE
+    assert report.segment_kind is SegmentKind.BASE and report.rebuild_reason is RebuildReason.SMALL_BASE
 
 
 def test_a_crash_before_a_delta_publish_leaves_the_previous_segment_served(setup):
@@ -167,5 +167,5 @@ def test_a_crash_before_a_delta_publish_leaves_the_previous_segment_served(setup
     runtime.catalog.publish = real_publish
     assert runtime.catalog.published_segment("t") == published
     assert "pension-scheme" not in _documents_found(runtime, "pension scheme process")
-    assert _ingest(runtime, _write(docs, "pension scheme")).segment_kind == KIND_DELTA
+    assert _ingest(runtime, _write(docs, "pension scheme")).segment_kind is SegmentKind.DELTA
     assert _documents_found(runtime, "pension scheme process")[0] == "pension-scheme"

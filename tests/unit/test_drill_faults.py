@@ -12,8 +12,8 @@ import threading
 import pytest
 from pydantic import ValidationError
 
-from citadel.drills import NO_FAULTS, FaultInjector, FaultSpec, FaultStore, InjectedFault, sample_latency_s
-from citadel.drills.faults import HANG_POLL_S
+from citadel.resilience.faults import NO_FAULTS, FaultInjector, FaultSpec, FaultStore, InjectedFault, sample_latency_s
+from citadel.resilience.faults import HANG_POLL_S
 from citadel.errors import CitadelError
 
 DRAWS = 1000

@@ -9,9 +9,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 from citadel.answer.expand import Source
-from citadel.answer.generators import (ExtractiveGenerator, GeneratorError, LocalLLMGenerator,
-                                       OpenAICompatibleGenerator, chat_completions_url, make_generator,
-                                       smollm2_gguf_path)
+from citadel.generation.backends import (ExtractiveGenerator, LocalLLMGenerator, OpenAICompatibleGenerator,
+                                       chat_completions_url, make_generator, smollm2_gguf_path)
+from citadel.generation.base import GeneratorError
 from citadel.config import AnswerConfig, CitadelConfig
 from citadel.types import Passage
 

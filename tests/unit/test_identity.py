@@ -16,7 +16,7 @@ from citadel.cli.main import app
 from citadel.config import CitadelConfig, IdentityProviderConfig, ServiceCredential, load_config
 from citadel.errors import CitadelError
 from citadel.identity.authenticator import Authenticator
-from citadel.identity.base import Forbidden, Unauthenticated
+from citadel.errors import Forbidden, Unauthenticated
 from citadel.identity.context import UserContextVerifier, sign_user_context
 from citadel.identity.credentials import (
     ALL_TENANTS,

@@ -10,12 +10,12 @@ import pytest
 from pydantic import ValidationError
 from typer.testing import CliRunner
 
-from citadel import faults
+from citadel.ingest import crash_points
 from citadel.cli.ingest_cmd import LOCAL, RAY, choose_engine
 from citadel.cli.main import app
 from citadel.cli.runtime import Runtime
 from citadel.config import load_config
-from citadel.synth import SynthSpec, generate
+from citadel.ingest.synth import SynthSpec, generate
 from cluster.ray_local import RayLaunch, RayNotLocal, check_loopback
 
 DOC = "# Hotel policy\n\n## Limit\n\nThe hotel limit is 220 USD per night.\n"
@@ -76,13 +76,13 @@ def test_bad_option_combinations_exit_2(cli, args):
 
 
 def test_fault_point_pauses_and_signals(monkeypatch, tmp_path):
-    faults.fault_point(faults.BEFORE_PUBLISH)  # unset: returns at once
+    crash_points.fault_point(crash_points.BEFORE_PUBLISH)  # unset: returns at once
     marker = tmp_path / "paused"
-    monkeypatch.setenv(faults.PAUSE_AT_ENV, faults.BEFORE_PUBLISH)
-    monkeypatch.setenv(faults.MARKER_ENV, str(marker))
-    monkeypatch.setattr(faults, "MAX_PAUSE_S", 0.3)
+    monkeypatch.setenv(crash_points.PAUSE_AT_ENV, crash_points.BEFORE_PUBLISH)
+    monkeypatch.setenv(crash_points.MARKER_ENV, str(marker))
+    monkeypatch.setattr(crash_points, "MAX_PAUSE_S", 0.3)
     with pytest.raises(RuntimeError, match="nobody killed"):
-        faults.fault_point(faults.BEFORE_PUBLISH)
+        crash_points.fault_point(crash_points.BEFORE_PUBLISH)
     assert marker.read_text().isdigit()
 
 

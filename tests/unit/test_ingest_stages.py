@@ -1,4 +1,4 @@
-"""The shared ingestion stages (citadel/stages.py) and the Ray Data stage classes run without Ray."""
+"""The shared ingestion stages (citadel/ingest/steps.py) and the Ray Data stage classes run without Ray."""
 
 from __future__ import annotations
 
@@ -10,10 +10,13 @@ from citadel.catalog.base import LatestVersion, decide_next_version
 from citadel.config import IndexConfig, IngestPipelineConfig, load_config
 from citadel.embedding.fake import HashEmbedder
 from citadel.errors import CitadelError
-from citadel.sources import AclSpec, discover
-from citadel.stages import VersionSnapshot, embed_rows, plan_build_groups
+from citadel.ingest.engine import DuplicateDocuments, TenantSources
+from citadel.ingest.jobs import BadManifest, jobs_from_manifest
+from citadel.ingest.sources import AclSpec, InlineDocument, discover
+from citadel.ingest.steps import VersionSnapshot, embed_rows, plan_build_groups
+from citadel.types import ParsedDocument
 from indexing.plan import plan_stages
-from indexing.records import BadManifest, DuplicateDocuments, records_from_manifest, records_from_paths
+from indexing.records import records_from_jobs, records_from_manifest, records_from_paths
 from indexing.stages import (
     AssignPartitionStage,
     EmbedStage,
@@ -127,6 +130,25 @@ def test_manifest_records_resolve_relative_sources(tmp_path):
     bad.write_text('{"tenant_id": "t"}\n')
     with pytest.raises(BadManifest, match="document_id"):
         records_from_manifest(bad)
+
+
+def test_job_records_keep_one_tenants_acl_and_resolve_each_tenants_groups_otherwise(tmp_path):
+    manifest = tmp_path / "manifest.jsonl"
+    manifest.write_text('{"tenant_id": "t", "document_id": "a", "source": "a.md", "groups": ["x"]}\n'
+                        '{"tenant_id": "u", "document_id": "b", "source": "b.md", "version": 3}\n'
+                        '{"tenant_id": "t", "document_id": "c", "source": "c.md", "owner": "ops"}\n')
+    jobs = jobs_from_manifest(manifest)
+    records, acl = records_from_jobs(jobs)
+    rows = records.to_pylist()
+    assert acl is None and [(r["tenant_id"], r["document_id"], r["groups"]) for r in rows] == [
+        ("t", "a", ["x"]), ("t", "c", []), ("u", "b", [])]
+    assert rows[2]["version"] == 3 and rows[1]["owner"] == "ops"
+    single = [TenantSources("t", jobs[0].sources, AclSpec.from_groups(["staff"]))]
+    records, acl = records_from_jobs(single)
+    assert acl == single[0].acl and records.column("groups").to_pylist() == [None, None]
+    inline = InlineDocument("d", "d", ParsedDocument(title="d", sections=[], source="d", format="text"))
+    with pytest.raises(CitadelError, match="local engine"):
+        records_from_jobs([TenantSources("t", (inline,), AclSpec())])
 
 
 # ------------------------------------------------------------------------- the stages, no Ray

@@ -6,7 +6,7 @@ import os
 
 import pytest
 
-from citadel.ingestion import AclSpec, discover
+from citadel.ingest.sources import AclSpec, discover
 from citadel.types import Principal
 
 STAFF = Principal("t", "s", frozenset({"staff"}))

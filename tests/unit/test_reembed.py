@@ -14,11 +14,15 @@ import pytest
 
 from citadel.embedding.fake import HashEmbedder
 from citadel.errors import CitadelError
-from citadel.ingestion import AclSpec, Ingestor, discover
-from citadel.partition import MANIFEST, VECTORS, Partition, chunks_to_table, stack_of
-from citadel.reembed import PROGRESS, WORK_DIR
+from citadel.ingest.local import Ingestor
+from citadel.ingest.sources import AclSpec, discover
+from citadel.segments.build import chunks_to_table
+from citadel.segments.layout import VECTORS, stack_of
+from citadel.segments.manifest import read_manifest
+from citadel.segments.partition import Partition
+from citadel.ingest.reembed import PROGRESS, WORK_DIR
 from citadel.retrieval.retriever import Retriever
-from citadel.stages import build_tenant_segment, live_versions
+from citadel.ingest.steps import build_tenant_segment, live_versions
 from citadel.types import Principal, embed_text_for
 
 TENANT = "t"
@@ -88,7 +92,7 @@ def _assert_all_vectors_from(partition: Partition, embedder) -> None:
     stored = partition.vectors_at(np.arange(len(partition)))
     np.testing.assert_allclose(stored, embedder.embed_passages(texts), atol=1e-6)
     for segment in partition.segments:
-        assert (segment.manifest["model_id"], segment.manifest["dim"]) == (embedder.model_id, embedder.dim)
+        assert (segment.manifest.model_id, segment.manifest.dim) == (embedder.model_id, embedder.dim)
 
 
 def test_the_retriever_refuses_a_segment_of_another_model(tenant):
@@ -243,8 +247,8 @@ def test_the_cli_reembeds_a_tenant_after_a_dimension_change(tmp_path, monkeypatc
     summary = json.loads(result.stdout.strip().splitlines()[-1])
     assert summary["status"] == "succeeded" and summary["reembed"]["rows"] == 3
     root = tmp_path / "home" / "partitions" / TENANT
-    manifest = json.loads((root / summary["segment_id"] / MANIFEST).read_text())
-    assert manifest["dim"] == 128 and np.load(root / summary["segment_id"] / VECTORS).shape == (3, 128)
+    manifest = read_manifest(root / summary["segment_id"])
+    assert manifest.dim == 128 and np.load(root / summary["segment_id"] / VECTORS).shape == (3, 128)
     assert stack_of(root, summary["segment_id"]) == [summary["segment_id"]]
     retrieved = runner.invoke(app, ["retrieve", "--tenant", TENANT, "--user", "u", "--groups", "staff", "--json",
                                     "annual leave"], catch_exceptions=False)

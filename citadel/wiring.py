@@ -1,0 +1,208 @@
+"""The one place that composes Citadel's components from config (DESIGN.md §2).
+
+The CLI, serving and the benchmark scripts all ask a `Wiring` for what they need — the catalog, the
+embedder, the partition cache, the retriever, the answer service, an ingestor, the state stores, the
+authenticator — so each is built one way, once per process, whoever asks.
+
+A serving process passes its `Resilience` (breakers and drill faults): the query path's stages then
+sit behind their guards. A stage served by another deployment arrives in `Stages` as a proxy that
+implements the same Protocol, and is used instead of the local one (the split topology).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from functools import cached_property
+from typing import Any, Callable
+
+from citadel.config import CitadelConfig, load_config
+
+
+@dataclass
+class Stages:
+    """Stages served elsewhere (proxies to other deployments). Any field left None is built here."""
+
+    embedder: Any = None      # Embedder: queries for retrieval and the gate
+    retriever: Any = None     # PassageRetriever
+    reranker: Any = None      # Reranker
+    generator: Any = None     # Generator
+    router: Any = None        # Router
+    memo: Any = None          # the QueryVectorMemo the (remote) retriever fills, for the gate
+
+
+class Wiring:
+    def __init__(self, config: CitadelConfig | None = None, *, config_path=None, resilience=None,
+                 stages: Stages | None = None, clock: Callable[[], float] | None = None, in_replica: bool = False,
+                 stage: str | None = None):
+        """`resilience`: guard the query path (serving); `in_replica`/`stage`: size the embedder's
+        threads for the Serve deployment it runs in; `clock`: identity and budgets on a fake clock."""
+        self.config = config or load_config(config_path)
+        self.resilience = resilience
+        self.stages = stages or Stages()
+        self.clock = clock
+        self.in_replica = in_replica
+        self.stage = stage
+
+    # ------------------------------------------------------------------ stores
+    @cached_property
+    def raw_catalog(self):
+        from citadel.catalog.sqlite import SQLiteCatalog
+
+        return SQLiteCatalog(self.config.catalog_path)
+
+    @cached_property
+    def catalog(self):
+        """The catalog; in a serving process its query-path reads sit behind the catalog breaker and
+        fail closed."""
+        if self.resilience is None:
+            return self.raw_catalog
+        from citadel.resilience.guards import GuardedCatalog
+
+        return GuardedCatalog(self.raw_catalog, self.resilience.guard("catalog"))
+
+    @cached_property
+    def state(self):
+        from citadel.state import make_state
+
+        return make_state(self.config.state) if self.clock is None else make_state(self.config.state, self.clock)
+
+    @cached_property
+    def authenticator(self):
+        from citadel.identity.authenticator import Authenticator
+
+        if self.clock is None:
+            return Authenticator.from_config(self.config)
+        return Authenticator.from_config(self.config, self.clock)
+
+    @cached_property
+    def partitions(self):
+        from citadel.retrieval.partitions import PartitionCache
+
+        if self.resilience is None:
+            return PartitionCache(self.catalog, self.config.partitions_dir)
+        return PartitionCache(self.catalog, self.config.partitions_dir,
+                              capacity=self.config.serving.tenants_per_replica)
+
+    # ------------------------------------------------------------------ stages
+    @cached_property
+    def local_embedder(self):
+        """This process's embedding model. torch threads: the configured count, else the machine's
+        cores shared among the stage's replicas (Ray would leave a fractional-CPU replica on one
+        thread; replicas each taking every core oversubscribe the machine). A stage with a GPU share
+        runs on CUDA in fp16."""
+        from citadel.embedding.factory import make_embedder
+
+        if self.resilience is None and not self.in_replica:
+            return make_embedder(self.config.embedding)
+        serving = self.config.serving
+        settings = serving.deployments.get(self.stage or serving.topology)
+        on_gpu = settings is not None and settings.num_gpus > 0
+        replicas = settings.max_replicas if (self.in_replica and settings is not None) else 1
+        threads = self.config.embedding.torch_threads or max(1, (os.cpu_count() or 1) // replicas)
+        return make_embedder(self.config.embedding, device="cuda" if on_gpu else "cpu", fp16=on_gpu,
+                             torch_threads=threads)
+
+    @cached_property
+    def embedder(self):
+        """The query path's embedder: the local model or the embedder deployment, guarded in serving."""
+        local = self.stages.embedder is None
+        embedder = self.local_embedder if local else self.stages.embedder
+        if self.resilience is None:
+            return embedder
+        from citadel.resilience.guards import GuardedEmbedder
+
+        return GuardedEmbedder(embedder, self.resilience.guard("embedder", inject=local))
+
+    @cached_property
+    def memo(self):
+        from citadel.answer.service import QueryVectorMemo
+
+        return self.stages.memo or QueryVectorMemo(self.embedder)
+
+    @cached_property
+    def retriever(self):
+        """ACL-scoped hybrid retrieval over the query-vector memo (so the answer gate reuses the
+        query's vector); in serving, the drill's fault injector stands in front."""
+        if self.stages.retriever is not None:
+            return self.stages.retriever
+        from citadel.retrieval.retriever import Retriever
+
+        retriever = Retriever(self.catalog, self.partitions, self.memo, self.config.retrieval, self.config.index)
+        if self.resilience is None:
+            return retriever
+        from citadel.resilience.guards import GuardedRetriever
+
+        return GuardedRetriever(retriever, self.resilience.guard("retriever"))
+
+    @cached_property
+    def reranker(self):
+        from citadel.rerank.backends import make_reranker
+
+        if self.stages.reranker is not None:
+            return self._guarded_reranker(self.stages.reranker, inject=False)
+        return self._guarded_reranker(make_reranker(self.config.answer), inject=True)
+
+    def _guarded_reranker(self, reranker, inject: bool):
+        if self.resilience is None or not reranker.enabled:  # "none" is reported as skipped, never called
+            return reranker
+        from citadel.resilience.guards import GuardedReranker
+
+        return GuardedReranker(reranker, self.resilience.guard("reranker", inject=inject))
+
+    @cached_property
+    def generators(self) -> tuple[Any, Any]:
+        """(primary, secondary or None) generators from config."""
+        from citadel.generation.backends import make_generator
+
+        answer = self.config.answer
+        secondary = None
+        if answer.secondary_generator is not None:
+            secondary = make_generator(answer.model_copy(update={"generator": answer.secondary_generator}))
+        primary = self.stages.generator if self.stages.generator is not None else make_generator(answer)
+        return primary, secondary
+
+    @cached_property
+    def generator(self):
+        """The primary generator, then the secondary; in serving each behind its breaker."""
+        from citadel.resilience.guards import Guard, ResilientGenerator
+
+        primary, secondary = self.generators
+        if self.resilience is None:
+            return ResilientGenerator(primary, Guard(), secondary, Guard())
+        local = self.stages.generator is None
+        secondary_guard = self.resilience.guard("generator", breaker="generator_secondary", inject=False)
+        return ResilientGenerator(primary, self.resilience.guard("generator", inject=local), secondary,
+                                  secondary_guard)
+
+    @cached_property
+    def router(self):
+        from citadel.guardrails.router import Router
+
+        return self.stages.router or Router()
+
+    @cached_property
+    def answer_service(self):
+        """The single-shot answer service over this wiring's retriever (whose query-vector memo the
+        gate reads, so its vector score costs no second embedding), reranker, gate and generator."""
+        from citadel.answer.expand import ExpansionBudget, SectionExpander
+        from citadel.answer.gate_model import make_gate
+        from citadel.answer.semantic import WORD_MEMO_CAPACITY
+        from citadel.answer.service import AnswerService, AnswerSettings, QueryVectorMemo
+        from citadel.answer.validator import AnswerValidator
+        from citadel.guardrails.planted import PlantedScreen
+
+        answer = self.config.answer
+        expander = SectionExpander(ExpansionBudget(answer.max_sources, answer.source_token_budget,
+                                                   answer.total_token_budget))
+        return AnswerService(self.retriever, self.partitions, self.reranker, make_gate(answer), self.generator,
+                             self.catalog, AnswerSettings.from_config(answer), expander,
+                             AnswerValidator(answer.min_support), self.router,
+                             PlantedScreen(answer.screen_cache_chunks), self.memo,
+                             QueryVectorMemo(self.embedder, WORD_MEMO_CAPACITY))
+
+    def ingestor(self, progress=None):
+        """An in-process ingestion engine writing through this wiring's catalog and embedder."""
+        from citadel.ingest.local import Ingestor
+
+        return Ingestor(self.catalog, self.embedder, self.config, progress=progress)

@@ -1,0 +1,1 @@
+"""serving.http (see DESIGN.md §2)."""

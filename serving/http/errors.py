@@ -1,0 +1,23 @@
+"""One JSON error shape for every failure the API returns (DESIGN.md §9).
+
+    {"error": {"code": "<machine-readable>", "message": "<for people>", "request_id": "<id>"}}
+
+`code` is stable; clients branch on it. The status comes from the error's class in the error tree
+(citadel/errors.py), so a new error needs no row here. Unknown failures are 500 `internal_error`
+and never leak a traceback.
+"""
+
+from __future__ import annotations
+
+from citadel.errors import CitadelError
+
+# Framework errors that are not CitadelErrors (an unknown route, a wrong method).
+STATUS_OF_FRAMEWORK_CODE = {"not_found": 404, "method_not_allowed": 405}
+
+
+def status_of(error: CitadelError) -> int:
+    return error.http_status
+
+
+def error_body(code: str, message: str, request_id: str) -> dict:
+    return {"error": {"code": code, "message": message, "request_id": request_id}}

@@ -1,0 +1,1 @@
+"""serving.ray (see DESIGN.md §2)."""

@@ -1,0 +1,270 @@
+"""The Ray Serve application (DESIGN.md §5): `build_app(args) -> Application`, the Serve config's
+`import_path` (`serving.ray.app:build_app`).
+
+Two topologies from one config (`serving.topology`):
+- **fused**: one deployment, the HTTP ingress with every stage in its replica (no hops; CPU-only and
+  latency-critical use).
+- **split**: a gateway ingress calling embedder, retriever, router, generator (and reranker, when one
+  is configured) deployments, each with its own replicas, autoscaling and resources.
+The stage objects are the same plain classes in both (serving/services/compose.py); this module only puts Ray
+decorators around them. Each deployment's limits and autoscaling come from
+`serving.deployments.<name>` in config.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from ray import serve
+from ray.serve import Application
+
+from citadel.answer.service import QueryVectorMemo
+from citadel.config import CitadelConfig, DeploymentSettings, load_config
+from serving.http.api import create_api, install_services
+from serving.services.compose import build_services
+from serving.ray.loopback import pin_replica_grpc_to_loopback
+from citadel.resilience.deadline import deadline_scope
+from citadel.resilience.process import Resilience
+from citadel.wiring import Stages, Wiring
+from serving.ray.remote import (RemoteEmbedder, RemoteGenerator, RemoteReranker, RemoteRetriever, RemoteRouter,
+                                adopted_deadline)
+
+api = create_api()
+
+
+def _config(config_dict: dict) -> CitadelConfig:
+    """Every replica's first step: its config, and its sockets pinned to loopback (serving/ray/loopback.py)."""
+    config = CitadelConfig.model_validate(config_dict)
+    pin_replica_grpc_to_loopback(config)
+    return config
+
+
+def replica_rank() -> int:
+    """This Serve replica's rank (0..n-1), so a drill can slow or kill one replica of several."""
+    try:
+        rank = serve.get_replica_context().rank
+        return int(getattr(rank, "rank", rank) or 0)
+    except Exception:  # not in a replica (tests, fused in-process use)
+        return 0
+
+
+def _within(epoch: float | None, call):
+    """`call`, run inside the caller's deadline (handed over as epoch seconds)."""
+    def bounded(*args):
+        with deadline_scope(adopted_deadline(epoch)):
+            return call(*args)
+
+    return bounded
+
+
+# ---------------------------------------------------------------------- stage deployments
+@serve.deployment
+class Embedder:
+    """Query embeddings, batched across concurrent requests (one model forward per batch)."""
+
+    def __init__(self, config_dict: dict):
+        config = _config(config_dict)
+        self._embedder = Wiring(config, in_replica=True, stage="embedder").local_embedder
+        self._faults = Resilience(config, replica_rank).injector("embedder")  # drills only
+        self.embed_query = serve.batch(max_batch_size=config.serving.embed_max_batch_size,
+                                       batch_wait_timeout_s=config.serving.embed_batch_wait_s)(self._embed_batch)
+
+    async def _embed_batch(self, texts: list[str]) -> list[np.ndarray]:
+        vectors = await asyncio.to_thread(self._embed, list(texts))
+        return list(vectors)
+
+    def _embed(self, texts: list[str]) -> np.ndarray:
+        self._faults.before()  # a drill's latency, errors or hang for this replica
+        return self._embedder.embed_queries(texts)
+
+    async def embed_passages(self, texts: list[str]) -> np.ndarray:
+        return await asyncio.to_thread(self._embedder.embed_passages, texts)
+
+    def info(self) -> dict:
+        return {"model_id": self._embedder.model_id, "dim": self._embedder.dim}
+
+
+class TenantSlot:
+    """A tenant's partition held by one retriever replica while Serve's multiplexing LRU keeps it.
+    Serve calls `__del__` when it evicts the tenant; eviction is idempotent, so running the cleanup
+    twice (Serve, then the garbage collector) is harmless."""
+
+    def __init__(self, partitions, tenant_id: str):
+        self._partitions = partitions
+        self.tenant_id = tenant_id
+        partitions.get(tenant_id)  # load now, so the first query does not pay for it
+
+    def __del__(self) -> None:
+        self._partitions.evict(self.tenant_id)
+
+
+@serve.deployment
+class Retriever:
+    """ACL-scoped hybrid retrieval; tenants are multiplexed models (one partition each)."""
+
+    def __init__(self, config_dict: dict, embedder_handle):
+        config = _config(config_dict)
+        # The core retriever behind this replica's guard, over the embedder deployment (guarded,
+        # faults injected there) and a memo that hands the query vector back to the gateway.
+        wiring = Wiring(config, resilience=Resilience(config, replica_rank),
+                        stages=Stages(embedder=RemoteEmbedder(embedder_handle, config.serving.request_timeout_s)))
+        self._memo = wiring.memo
+        self._retriever = wiring.retriever
+        partitions = self._partitions = wiring.partitions
+
+        async def load(tenant_id: str) -> TenantSlot:
+            return await asyncio.to_thread(TenantSlot, partitions, tenant_id)
+
+        # Wired at init so the LRU size comes from config (Serve detects an instance attribute);
+        # a plain function, since Serve keeps its per-replica model table on the decorated object.
+        self.tenant = serve.multiplexed(max_num_models_per_replica=config.serving.tenants_per_replica)(load)
+
+    async def retrieve(self, principal, query: str, top_k: int | None, request_id: str | None,
+                       deadline_epoch: float | None = None):
+        if serve.get_multiplexed_model_id() != principal.tenant_id:
+            raise ValueError("retriever call not routed by the caller's tenant")
+        await self.tenant(principal.tenant_id)
+        result = await asyncio.to_thread(self._retrieve, principal, query, top_k, request_id, deadline_epoch)
+        return result, self._memo.recall(query)
+
+    def rank(self) -> int:
+        """This replica's rank, so a drill can aim a fault at one live replica."""
+        return replica_rank()
+
+    def _retrieve(self, principal, query: str, top_k: int | None, request_id: str | None,
+                  deadline_epoch: float | None):
+        with deadline_scope(adopted_deadline(deadline_epoch)):  # the gateway's deadline bounds our hops too
+            return self._retriever.retrieve(principal, query, top_k, request_id)
+
+
+@serve.deployment
+class Reranker:
+    def __init__(self, config_dict: dict):
+        from citadel.rerank.backends import make_reranker
+
+        config = _config(config_dict)
+        self._reranker = make_reranker(config.answer)  # unguarded: the gateway's breaker times this hop
+        self._guard = Resilience(config, replica_rank).faults_only("reranker")
+
+    def model_id(self) -> str:
+        return self._reranker.model_id
+
+    async def rerank(self, question: str, passages: list, top_n: int, deadline_epoch: float | None = None) -> list:
+        return await asyncio.to_thread(_within(deadline_epoch, self._guard.call), self._reranker.rerank, question,
+                                       passages, top_n)
+
+
+@serve.deployment
+class Router:
+    def __init__(self, config_dict: dict):
+        self._router = Wiring(_config(config_dict)).router
+
+    def route(self, question: str, deadline_epoch: float | None = None):
+        return self._router.route(question)  # rules only: microseconds, nothing to bound
+
+
+@serve.deployment
+class Generator:
+    def __init__(self, config_dict: dict):
+        from citadel.generation.backends import make_generator
+
+        config = _config(config_dict)
+        self._generator = make_generator(config.answer)
+        # Faults only: the breaker on this hop lives in the gateway, which times what it waits for.
+        self._guard = Resilience(config, replica_rank).faults_only("generator")
+
+    def model_id(self) -> str:
+        return self._generator.model_id
+
+    async def generate(self, question: str, sources: list, deadline_epoch: float | None = None) -> str:
+        return await asyncio.to_thread(_within(deadline_epoch, self._guard.call), self._generator.generate, question,
+                                       sources)
+
+
+# ---------------------------------------------------------------------- the ingress
+@serve.deployment
+@serve.ingress(api)
+class Gateway:
+    """HTTP ingress. Without handles it runs every stage itself (fused); with them it calls the
+    stage deployments (split)."""
+
+    def __init__(self, config_dict: dict, handles: dict[str, Any] | None = None):
+        config = _config(config_dict)
+        resilience = Resilience(config, replica_rank)
+        stages = _remote_stages(config, handles, resilience) if handles else None
+        install_services(build_services(config, stages, resilience=resilience, in_replica=True))
+
+
+def _remote_stages(config: CitadelConfig, handles: dict[str, Any], resilience: Resilience) -> Stages:
+    timeout_s = config.serving.request_timeout_s
+    memo = QueryVectorMemo(RemoteEmbedder(handles["embedder"], timeout_s))
+    reranker = handles.get("reranker")
+    return Stages(embedder=RemoteEmbedder(handles["embedder"], timeout_s),
+                  retriever=RemoteRetriever(handles["retriever"], timeout_s, memo, resilience),
+                  reranker=RemoteReranker(reranker, timeout_s) if reranker is not None else None,
+                  generator=RemoteGenerator(handles["generator"], timeout_s),
+                  router=RemoteRouter(handles["router"], timeout_s), memo=memo)
+
+
+# ---------------------------------------------------------------------- the builder
+def deployment_options(name: str, settings: DeploymentSettings) -> dict[str, Any]:
+    """Serve options of one deployment from its config entry (fixed replicas when min == max)."""
+    options: dict[str, Any] = {
+        "name": name,
+        "max_ongoing_requests": settings.max_ongoing_requests,
+        "max_queued_requests": settings.max_queued_requests,
+        "ray_actor_options": {"num_cpus": settings.num_cpus, "num_gpus": settings.num_gpus},
+    }
+    if settings.max_replicas > settings.min_replicas:
+        options["autoscaling_config"] = {
+            "min_replicas": settings.min_replicas, "max_replicas": settings.max_replicas,
+            "initial_replicas": max(settings.min_replicas, 1),
+            "target_ongoing_requests": settings.target_ongoing_requests,
+            "upscale_delay_s": settings.upscale_delay_s, "downscale_delay_s": settings.downscale_delay_s,
+        }
+    else:
+        options["num_replicas"] = settings.min_replicas or 1
+    return options
+
+
+def app_config(args: dict[str, Any] | None) -> CitadelConfig:
+    """The config the app runs with: `args.config` (a YAML path) or CITADEL_CONFIG, then
+    `args.topology`; the home directory made absolute, since replicas do not share our cwd."""
+    args = dict(args or {})
+    config = load_config(args.get("config"))
+    if args.get("topology"):
+        config.serving.topology = args["topology"]
+    config.home = Path(config.home).resolve()
+    return config
+
+
+def build_app(args: dict[str, Any] | None = None) -> Application:
+    """The Serve config's entry point: `args` are its `args` (`config`, `topology`)."""
+    return build_app_for(app_config(args))
+
+
+def build_app_for(config: CitadelConfig) -> Application:
+    config = config.model_copy(deep=True)
+    config.home = Path(config.home).resolve()
+    config_dict = config.model_dump(mode="json")
+    settings = config.serving.deployments
+
+    def bound(deployment, name: str, *bind_args):
+        options = deployment_options(name, settings[name])
+        if name == "retriever" and config.resilience.outlier_routing:
+            from serving.ray.routing import ROUTER_CLASS
+
+            options["request_router_config"] = {"request_router_class": ROUTER_CLASS}
+        return deployment.options(**options).bind(config_dict, *bind_args)
+
+    if config.serving.topology == "fused":
+        return bound(Gateway, "fused")
+    embedder = bound(Embedder, "embedder")
+    handles = {"embedder": embedder, "retriever": bound(Retriever, "retriever", embedder),
+               "router": bound(Router, "router"), "generator": bound(Generator, "generator")}
+    if config.answer.reranker != "none":
+        handles["reranker"] = bound(Reranker, "reranker")
+    return bound(Gateway, "gateway", handles)

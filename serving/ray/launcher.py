@@ -1,0 +1,183 @@
+"""`citadel up` / `citadel down`: a local cluster that outlives the command (DESIGN.md §8, §9).
+
+`up` starts a supervisor process in its own session; the supervisor starts a loopback-only Ray
+instance, Serve and the app, then waits. `down` signals that supervisor, which shuts down Serve and
+the Ray instance it started (never `ray stop`), and only if it does not exit in time kills the
+supervisor's own process group. The pid, URL and log live under <home>/run/.
+
+For local use `up` also makes sure two credentials exist, an app service (with its HS256 signing key)
+and a platform admin, both for every tenant of this one-machine install, writing their tokens to
+<home>/secrets/*.token (0600) so scripts and the demo can call the API.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from citadel.config import CitadelConfig
+from citadel.identity.credentials import ALL_TENANTS, add_credential, read_credentials_file
+from citadel.identity.keys import current_service_key
+
+LOCAL_APP_SERVICE = "local-app"
+LOCAL_ADMIN_SERVICE = "local-admin"
+STOP_TIMEOUT_S = 60.0
+POLL_S = 0.25
+SECRET_MODE = 0o600
+
+
+class LauncherError(RuntimeError):
+    """A local cluster is already running, never came up, or is not running."""
+
+
+@dataclass(frozen=True)
+class RunFiles:
+    root: Path
+
+    @classmethod
+    def of(cls, config: CitadelConfig) -> "RunFiles":
+        return cls(Path(config.home).resolve() / "run")
+
+    @property
+    def pid(self) -> Path:
+        return self.root / "citadel.pid"
+
+    @property
+    def config(self) -> Path:
+        return self.root / "config.json"
+
+    @property
+    def log(self) -> Path:
+        return self.root / "citadel.log"
+
+    @property
+    def ready(self) -> Path:
+        return self.root / "ready.json"
+
+
+def token_path(config: CitadelConfig, service_id: str) -> Path:
+    return config.secrets_dir.resolve() / f"{service_id}.token"
+
+
+def ensure_local_identity(config: CitadelConfig) -> dict[str, Path]:
+    """The local app's signing key, and a local app and admin credential whose tokens are kept in
+    files. A credential from before tenant scopes (acting for no tenant) is re-issued."""
+    current_service_key(config.service_keys_path, LOCAL_APP_SERVICE, create=True)
+    usable = {c.id for c in read_credentials_file(config.credentials_path)
+              if c.tenants == [ALL_TENANTS] and c.revoked_at is None and c.expires_at is None}
+    paths = {}
+    for service, admin in ((LOCAL_APP_SERVICE, False), (LOCAL_ADMIN_SERVICE, True)):
+        path = token_path(config, service)
+        if service not in usable or not path.exists():
+            token = add_credential(config.credentials_path, service, [ALL_TENANTS], admin=admin)
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, SECRET_MODE)
+            with os.fdopen(fd, "w") as handle:
+                handle.write(token)
+        paths[service] = path
+    return paths
+
+
+def _alive(pid: int) -> bool:
+    _reap(pid)  # when `up` ran in this process the supervisor is our child: an exited one is a zombie
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def running_pid(files: RunFiles) -> int | None:
+    if not files.pid.exists():
+        return None
+    pid = int(files.pid.read_text().strip() or 0)
+    return pid if pid and _alive(pid) else None
+
+
+def up(config: CitadelConfig, timeout_s: float = 180.0) -> str:
+    """Start the supervisor and wait until the app answers /healthz; returns the URL."""
+    from serving.ray.local import wait_healthy
+
+    files = RunFiles.of(config)
+    if running_pid(files) is not None:
+        raise LauncherError(f"a local cluster is already running (pid {files.pid.read_text().strip()}); "
+                            "run `citadel down` first")
+    files.root.mkdir(parents=True, exist_ok=True)
+    config = config.model_copy(deep=True)
+    config.home = Path(config.home).resolve()
+    ensure_local_identity(config)
+    files.config.write_text(config.model_dump_json())
+    files.ready.unlink(missing_ok=True)
+    with open(files.log, "ab") as log:
+        process = subprocess.Popen([sys.executable, "-m", "serving.ray.launcher", str(files.config)],
+                                   stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    files.pid.write_text(str(process.pid))
+    deadline = time.monotonic() + timeout_s
+    while not files.ready.exists():
+        if process.poll() is not None:
+            files.pid.unlink(missing_ok=True)
+            raise LauncherError(f"the cluster exited with {process.returncode}; see {files.log}")
+        if time.monotonic() > deadline:
+            down(config)
+            raise LauncherError(f"the cluster did not come up within {timeout_s:g} s; see {files.log}")
+        time.sleep(POLL_S)
+    url = json.loads(files.ready.read_text())["url"]
+    wait_healthy(url, max(1.0, deadline - time.monotonic()))
+    return url
+
+
+def down(config: CitadelConfig, timeout_s: float = STOP_TIMEOUT_S) -> bool:
+    """Stop the cluster `up` started (only that one). Returns False when none was running."""
+    files = RunFiles.of(config)
+    pid = running_pid(files)
+    if pid is None:
+        files.pid.unlink(missing_ok=True)
+        return False
+    os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + timeout_s
+    while _alive(pid) and time.monotonic() < deadline:
+        time.sleep(POLL_S)
+    if _alive(pid):  # it ignored the request: end its own process group (its session, made by `up`)
+        os.killpg(pid, signal.SIGKILL)
+    files.pid.unlink(missing_ok=True)
+    files.ready.unlink(missing_ok=True)
+    return True
+
+
+def _reap(pid: int) -> None:
+    try:
+        os.waitpid(pid, os.WNOHANG)
+    except ChildProcessError:
+        pass
+
+
+def supervise(config_path: Path) -> None:
+    """The supervisor: Ray, Serve and the app until SIGTERM, then an orderly shutdown."""
+    from serving.ray.local import serve_locally
+
+    config = CitadelConfig.model_validate_json(Path(config_path).read_text())
+    files = RunFiles.of(config)
+    stop = threading.Event()
+    with serve_locally(config) as url:
+        # Installed after ray.init, which sets handlers of its own: ours lets the block unwind.
+        signal.signal(signal.SIGTERM, lambda *_: stop.set())
+        signal.signal(signal.SIGINT, lambda *_: stop.set())
+        # Written aside and renamed: `up` reads the file as soon as it exists, never half-written.
+        partial = files.ready.with_suffix(".partial")
+        partial.write_text(json.dumps({"url": url, "pid": os.getpid(), "topology": config.serving.topology}))
+        os.replace(partial, files.ready)
+        print(f"citadel serving {config.serving.topology} at {url}", flush=True)
+        stop.wait()
+    print("citadel stopped", flush=True)
+
+
+if __name__ == "__main__":
+    supervise(Path(sys.argv[1]))

@@ -1,0 +1,113 @@
+"""Run the Serve app on a local, loopback-only Ray instance (DESIGN.md §8): used by `citadel up`,
+the integration tests and `citadel bench serve`.
+
+Everything binds to 127.0.0.1; the Ray instance is ours (started by `local_ray`, never `ray stop`),
+and leaving the block shuts down Serve and then Ray.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from citadel.config import CitadelConfig
+from cluster.ray_local import LOOPBACK, local_ray
+
+APP_NAME = "citadel"
+HEALTH_POLL_S = 0.25
+log = logging.getLogger(__name__)
+
+
+class NotHealthy(RuntimeError):
+    """The app did not answer /healthz in time."""
+
+
+def wait_healthy(url: str, timeout_s: float) -> dict:
+    """Poll `url`/healthz until it answers 200 or the timeout passes."""
+    import json
+
+    deadline = time.monotonic() + timeout_s
+    last_error: Exception | None = None
+    while time.monotonic() < deadline:
+        try:
+            with urllib.request.urlopen(f"{url}/healthz", timeout=HEALTH_POLL_S * 8) as response:
+                if response.status == 200:
+                    return json.loads(response.read())
+        except (urllib.error.URLError, ConnectionError, TimeoutError) as error:
+            last_error = error
+        time.sleep(HEALTH_POLL_S)
+    raise NotHealthy(f"{url}/healthz did not answer within {timeout_s:g} s (last error: {last_error})")
+
+
+def deploy(config: CitadelConfig, health_timeout_s: float = 120.0) -> str:
+    """Start Serve's HTTP proxy on loopback and deploy the app (Ray must be connected). Returns the URL."""
+    from ray import serve
+
+    from serving.ray.app import build_app_for
+
+    if config.serving.host != LOOPBACK:
+        raise ValueError(f"serving.host is {config.serving.host}; this launcher binds only {LOOPBACK}")
+    serve.start(http_options={"host": LOOPBACK, "port": config.serving.port}, proxy_location="HeadOnly")
+    try:
+        serve.run(build_app_for(config), name=APP_NAME, route_prefix="/", blocking=False)
+    except RuntimeError as error:
+        raise RuntimeError(f"{error}\n{deployment_problems()}") from None
+    url = f"http://{LOOPBACK}:{config.serving.port}"
+    wait_healthy(url, health_timeout_s)
+    return url
+
+
+def deployment_problems() -> str:
+    """What Serve says about each deployment that is not healthy (replica start errors)."""
+    from ray import serve
+
+    lines = []
+    for app in serve.status().applications.values():
+        for name, deployment in app.deployments.items():
+            if deployment.status != "HEALTHY":
+                lines.append(f"{name}: {deployment.status}: {deployment.message}")
+    return "\n".join(lines)
+
+
+def replace_app(config: CitadelConfig, health_timeout_s: float = 120.0) -> str:
+    """Swap the running app for one built from `config` (another topology) on the same Serve."""
+    from ray import serve
+
+    serve.delete(APP_NAME)
+    return deploy(config, health_timeout_s)
+
+
+SERVE_SWITCHES = {"haproxy_ingress": "RAY_SERVE_ENABLE_HA_PROXY", "throughput_optimized": "RAY_SERVE_THROUGHPUT_OPTIMIZED"}
+
+
+def apply_serve_switches(config: CitadelConfig) -> None:
+    """Serve reads these when its controller starts, so they must be set before Ray starts (every
+    Ray process inherits this environment); an operator's explicit environment wins.
+
+    The HAProxy ingress is refused on loopback: Ray 2.60's HAProxy template binds its stats page and
+    Prometheus exporter on every interface (`bind *:8404`, `bind :9101`), which DESIGN.md §8 forbids
+    here. It is meant for a cluster network (KubeRay), where those ports stay inside the pod."""
+    if config.serving.haproxy_ingress and config.serving.host == LOOPBACK:
+        raise ValueError("serving.haproxy_ingress binds HAProxy's stats and metrics ports on all interfaces; "
+                         "it is refused when serving on 127.0.0.1")
+    for field, variable in SERVE_SWITCHES.items():
+        if getattr(config.serving, field):
+            os.environ.setdefault(variable, "1")
+
+
+@contextmanager
+def serve_locally(config: CitadelConfig, health_timeout_s: float = 120.0) -> Iterator[str]:
+    """A local Ray, Serve and the app for the block; yields the base URL."""
+    from ray import serve
+
+    apply_serve_switches(config)
+    with local_ray(config.ingest_pipeline):
+        try:
+            yield deploy(config, health_timeout_s)
+        finally:
+            serve.shutdown()

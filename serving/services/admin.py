@@ -1,0 +1,154 @@
+"""The admin endpoint family (DESIGN.md §3, §7): uploads that start ingestion jobs, job status,
+withdrawals and ACL changes, each scoped to the admin's tenants and run once per idempotency key.
+
+Trusted fields come from the request, never from the document: a file's front matter may title it
+but never sets who reads it or what it replaces. Each write invalidates the cached answers it can
+make wrong.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import threading
+import time
+import uuid
+from pathlib import Path
+from typing import Any, Callable
+
+from citadel.catalog.base import Catalog
+from citadel.config import CitadelConfig
+from citadel.errors import Conflict, InvalidRequest, NotFound, PayloadTooLarge
+from citadel.identity.credentials import ServiceIdentity
+from citadel.ingest.sources import AclSpec, SourceFile, TrustedFields
+from citadel.state import State
+from citadel.state.base import IdempotencyStatus, StateUnavailable
+from serving.services.access import require_tenant
+from serving.services.answer_cache import AnswerCacheView
+from serving.services.failures import unavailable
+
+log = logging.getLogger(__name__)
+
+UPLOAD_SUFFIXES = (".md", ".markdown", ".txt", ".pdf")
+
+
+class AdminService:
+    def __init__(self, config: CitadelConfig, catalog: Catalog, state: State, cache: AnswerCacheView,
+                 ingestor_factory: Callable[[], Any]):
+        self.config = config
+        self.catalog = catalog
+        self.state = state
+        self.cache = cache
+        self._ingestor_factory = ingestor_factory
+        self._jobs: dict[str, threading.Thread] = {}
+
+    def idempotent(self, scope: str, key: str | None, request: dict, action: Callable[[], dict],
+                   status_code: int = 200) -> tuple[dict, int]:
+        """Run an admin write once per idempotency key: a replay returns the first response; the
+        same key with a different request is a conflict."""
+        if not key:
+            return action(), status_code
+        fingerprint = hashlib.sha256(json.dumps(request, sort_keys=True, default=str).encode()).hexdigest()
+        store = self.state.idempotency
+        try:
+            started = store.begin(scope, key, fingerprint)
+        except StateUnavailable as error:
+            raise unavailable("state_unavailable", "the idempotency store", error) from None
+        if started.status == IdempotencyStatus.DONE:
+            return dict(started.response or {}), int(started.status_code or status_code)
+        if started.status == IdempotencyStatus.IN_PROGRESS:
+            raise Conflict("a request with this Idempotency-Key is still running", code="idempotency_in_progress")
+        if started.status == IdempotencyStatus.CONFLICT:
+            raise Conflict("this Idempotency-Key was used with a different request", code="idempotency_conflict")
+        try:
+            response = action()
+        except BaseException:
+            store.release(scope, key)
+            raise
+        store.complete(scope, key, response, status_code)
+        return response, status_code
+
+    def upload(self, admin: ServiceIdentity, tenant_id: str, document_id: str, filename: str, content: bytes,
+               groups: list[str], fields: TrustedFields = TrustedFields()) -> dict:
+        """Start ingesting one document. Its id, groups and trusted fields are the request's."""
+        require_tenant(admin, tenant_id)
+        suffix = Path(filename).suffix.lower()
+        if suffix not in UPLOAD_SUFFIXES:
+            raise InvalidRequest(f"unsupported file type {suffix!r}; use one of {UPLOAD_SUFFIXES}")
+        limit = self.config.serving.max_upload_bytes
+        if len(content) > limit:
+            raise PayloadTooLarge(f"document is {len(content):,} bytes; the limit is {limit:,}")
+        self._check_supersedes(tenant_id, document_id, fields.supersedes)
+        self.catalog.ensure_tenant(tenant_id)
+        job_id = self.catalog.create_job(tenant_id, "ingest")
+        path = self.config.home / "uploads" / tenant_id / job_id / f"{_safe_name(document_id)}{suffix}"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(content)
+        self.catalog.audit(admin.id, "upload", tenant_id, document_id, {"job_id": job_id, "bytes": len(content)})
+        thread = threading.Thread(target=self._ingest, name=f"ingest-{job_id}", daemon=True,
+                                  args=(job_id, tenant_id, document_id, path, groups, fields))
+        self._jobs[job_id] = thread
+        thread.start()
+        return {"job_id": job_id, "status": "running"}
+
+    def _check_supersedes(self, tenant_id: str, document_id: str, supersedes: str | None) -> None:
+        """An upload may retire only another document of its own tenant."""
+        if supersedes is None:
+            return
+        if supersedes == document_id or self.catalog.get_document(tenant_id, supersedes) is None:
+            raise InvalidRequest(f"supersedes must name another document of tenant {tenant_id!r}; "
+                                 f"{supersedes!r} is not one")
+
+    def _ingest(self, job_id: str, tenant_id: str, document_id: str, path: Path, groups: list[str],
+                fields: TrustedFields) -> None:
+        try:
+            ingestor = self._ingestor_factory()
+            acl = AclSpec(documents={document_id: tuple(groups)})
+            ingestor.ingest(tenant_id, [SourceFile(path, document_id, path.name, fields)], acl, actor="api",
+                            job_id=job_id)
+            self.cache.invalidate(tenant_id)
+        except Exception:  # the job row says failed with the error; the thread must not die loudly
+            log.exception("ingestion job %s failed", job_id)
+        finally:
+            self._jobs.pop(job_id, None)
+
+    def wait_for_jobs(self, timeout_s: float) -> None:
+        """Tests and shutdown: let running ingestion threads finish."""
+        deadline = time.monotonic() + timeout_s
+        for thread in list(self._jobs.values()):
+            thread.join(max(0.0, deadline - time.monotonic()))
+
+    def job(self, admin: ServiceIdentity, job_id: str) -> dict:
+        """A job, only within the admin's scope: another tenant's job is 404 like a missing one, so
+        job ids cannot be probed across tenants."""
+        job = self.catalog.get_job(job_id)
+        if job is None or not admin.may_act_for(job["tenant_id"]):
+            raise NotFound(f"no job {job_id!r}")
+        return job
+
+    def withdraw(self, admin: ServiceIdentity, tenant_id: str, document_id: str) -> dict:
+        require_tenant(admin, tenant_id)
+        self._known_document(tenant_id, document_id)
+        self.catalog.withdraw(tenant_id, document_id, admin.id)
+        self.cache.invalidate(tenant_id, [document_id])
+        return {"tenant_id": tenant_id, "document_id": document_id, "status": "withdrawn"}
+
+    def set_acl(self, admin: ServiceIdentity, tenant_id: str, document_id: str, groups: list[str]) -> dict:
+        require_tenant(admin, tenant_id)
+        self._known_document(tenant_id, document_id)
+        acl_version = self.catalog.set_acl(tenant_id, document_id, groups, admin.id)
+        # A grant can make an earlier refusal wrong, and refusals cite no document: drop the tenant's cache.
+        self.cache.invalidate(tenant_id)
+        return {"tenant_id": tenant_id, "document_id": document_id, "groups": sorted(groups),
+                "acl_version": acl_version}
+
+    def _known_document(self, tenant_id: str, document_id: str) -> None:
+        if self.catalog.get_document(tenant_id, document_id) is None:
+            raise NotFound(f"tenant {tenant_id!r} has no document {document_id!r}")
+
+
+def _safe_name(document_id: str) -> str:
+    """A file name for an uploaded document: its id with anything but [A-Za-z0-9._-] replaced."""
+    cleaned = "".join(c if c.isalnum() or c in "._-" else "_" for c in document_id)
+    return cleaned.strip(".") or uuid.uuid4().hex

@@ -1,0 +1,58 @@
+"""Composes the serving services from config, with their stages in this process or behind other
+deployments (DESIGN.md §5).
+
+`citadel.wiring.Wiring` builds the components (catalog, stages, answer service, state, identity)
+with this process's resilience guards; this module adds what only a serving process has — its
+metrics, the answer-cache view and one service per endpoint family. Guards run on the caller's side
+of each hop (a breaker times what the caller waits for); faults are injected where the stage runs
+(here for local stages, in the stage's replica otherwise).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+from citadel.config import CitadelConfig
+from citadel.resilience.process import Resilience
+from citadel.wiring import Stages, Wiring
+from serving.services.access import Access
+from serving.services.admin import AdminService
+from serving.services.answer_cache import AnswerCacheView
+from serving.services.drills import DrillService
+from serving.services.metrics import ApiMetrics
+from serving.services.query import QueryService
+
+
+@dataclass
+class Services:
+    """What the HTTP layer calls: one service per endpoint family, who is calling, and the process's
+    metrics and resilience."""
+
+    config: CitadelConfig
+    access: Access
+    query: QueryService
+    admin: AdminService
+    drills: DrillService
+    metrics: ApiMetrics
+    resilience: Resilience
+    wiring: Wiring
+
+
+def build_services(config: CitadelConfig, stages: Stages | None = None, clock: Callable[[], float] | None = None,
+                   resilience: Resilience | None = None, in_replica: bool = False) -> Services:
+    metrics = ApiMetrics.from_config(config.serving)
+    resilience = resilience or Resilience(config)
+    resilience.add_listener(metrics.breaker_transition)
+    wiring = Wiring(config, resilience=resilience, stages=stages, clock=clock, in_replica=in_replica, stage="fused")
+    cache = AnswerCacheView(config, wiring.catalog, wiring.state, metrics, resilience.guard("cache"))
+    query = QueryService(config, wiring.catalog, wiring.state, wiring.answer_service, wiring.retriever, cache, metrics)
+    admin = AdminService(config, wiring.catalog, wiring.state, cache, wiring.ingestor)
+    if stages is not None and stages.retriever is not None:
+        metrics.watch_retriever(stages.retriever)  # a remote retriever's hedge and retry counts
+    if in_replica and config.answer.answer_log_purge_interval_s > 0:  # retention without traffic too
+        from citadel.catalog.retention import AnswerLogPurger
+
+        AnswerLogPurger(wiring.catalog, config.answer, config.answer.answer_log_purge_interval_s).start()
+    return Services(config, Access(wiring.authenticator), query, admin, DrillService(config, wiring.catalog), metrics,
+                    resilience, wiring)

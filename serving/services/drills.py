@@ -1,0 +1,52 @@
+"""The drills endpoint family (DESIGN.md §5): platform admins set, clear and list injected faults.
+
+Refused unless `serving.fault_injection` is on; every change is audited and logged at WARNING, since
+a fault left behind degrades every tenant.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from citadel.catalog.base import Catalog
+from citadel.config import CitadelConfig
+from citadel.errors import Forbidden, InvalidRequest
+from citadel.identity.credentials import ServiceIdentity
+from citadel.resilience.faults import FaultSpec, FaultStore
+from serving.services.access import require_platform_admin
+from citadel.resilience.process import fault_store
+
+log = logging.getLogger(__name__)
+
+
+class DrillService:
+    def __init__(self, config: CitadelConfig, catalog: Catalog):
+        self.config = config
+        self.catalog = catalog
+
+    def _faults(self, admin: ServiceIdentity) -> FaultStore:
+        require_platform_admin(admin)
+        if not self.config.serving.fault_injection:
+            raise Forbidden("fault injection is off; enable serving.fault_injection for drills",
+                            code="fault_injection_disabled")
+        return fault_store(self.config)
+
+    def set_fault(self, admin: ServiceIdentity, spec: dict) -> dict:
+        store = self._faults(admin)
+        try:
+            fault = FaultSpec.model_validate(spec)
+        except ValueError as error:
+            raise InvalidRequest(str(error)) from None
+        saved = store.set(fault)
+        self.catalog.audit(admin.id, "fault_set", "-", fault.stage, saved.model_dump())
+        log.warning("drill: fault set on %s by %s: %s", fault.stage, admin.id, saved.model_dump())
+        return saved.model_dump()
+
+    def clear_fault(self, admin: ServiceIdentity, stage: str) -> dict:
+        self._faults(admin).clear(stage)
+        self.catalog.audit(admin.id, "fault_clear", "-", stage, {})
+        log.warning("drill: fault on %s cleared by %s", stage, admin.id)
+        return {"stage": stage, "cleared": True}
+
+    def list_faults(self, admin: ServiceIdentity) -> dict:
+        return {"faults": [f.model_dump() for f in self._faults(admin).list()]}

@@ -1,0 +1,112 @@
+"""Prometheus metrics of the API (DESIGN.md §4 step 8), in a registry per serving process.
+
+The query service times every stage itself (the stages it runs in-process and the calls it makes to
+other deployments), so one replica's registry holds the whole request path; `GET /metrics`
+(serving/http/metrics.py) serves it to a metrics credential only.
+A registry per instance keeps test apps and benchmark runs from sharing counters.
+The `tenant` label is bounded (TenantLabels): callers choose tenant ids, the operator chooses how
+many series exist.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Iterable
+
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client.core import CounterMetricFamily
+
+OTHER_TENANTS = "other"
+DEFAULT_MAX_TENANTS = 50
+
+
+class TenantLabels:
+    """The value of the `tenant` label: a configured tenant's own name, the first `max_tenants`
+    other tenants seen by name, and every later one "other". Thread-safe."""
+
+    def __init__(self, configured: Iterable[str] = (), max_tenants: int = DEFAULT_MAX_TENANTS):
+        self._configured = frozenset(configured)
+        self._max_tenants = max_tenants
+        self._seen: set[str] = set()
+        self._lock = threading.Lock()
+
+    def __call__(self, tenant: str) -> str:
+        if tenant in self._configured or tenant in self._seen:
+            return tenant
+        with self._lock:
+            if len(self._seen) < self._max_tenants:
+                self._seen.add(tenant)
+                return tenant
+        return OTHER_TENANTS
+
+# Stage latencies span a cache hit (~0.1 ms) to a CPU generation (~seconds).
+LATENCY_BUCKETS_S = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
+MS_PER_S = 1000.0
+
+
+class ApiMetrics:
+    content_type = CONTENT_TYPE_LATEST
+
+    def __init__(self, tenant_labels: TenantLabels | None = None) -> None:
+        self.tenant_label = tenant_labels or TenantLabels()
+        self.registry = CollectorRegistry()
+        r = self.registry
+        self.stage_latency = Histogram("citadel_stage_latency_seconds", "Latency of one stage of a request.",
+                                       ["stage"], buckets=LATENCY_BUCKETS_S, registry=r)
+        self.requests = Counter("citadel_requests_total", "API requests by endpoint, tenant and status.",
+                                ["endpoint", "tenant", "status"], registry=r)
+        self.cache = Counter("citadel_answer_cache_total", "Answer-cache lookups by result.", ["result"], registry=r)
+        self.refusals = Counter("citadel_refusals_total", "Refused answers by reason.", ["reason"], registry=r)
+        self.degraded = Counter("citadel_degraded_total", "Responses with a visible downgrade, by what.",
+                                ["what"], registry=r)
+        self.budget_rejections = Counter("citadel_budget_rejections_total", "Requests refused by a user budget.",
+                                         ["tenant"], registry=r)
+        self.breaker_transitions = Counter("citadel_breaker_transitions_total", "Breaker state changes.",
+                                           ["breaker", "to"], registry=r)
+        self._retrievers: list = []
+        r.register(_RetrieverCollector(self._retrievers))
+
+    @classmethod
+    def from_config(cls, serving) -> "ApiMetrics":
+        """Metrics with the `tenant` label bounded as `serving` (the config section) says."""
+        return cls(TenantLabels(serving.metrics_tenant_labels, serving.metrics_max_tenants))
+
+    def count_request(self, endpoint: str, tenant: str, status: int) -> None:
+        self.requests.labels(endpoint, self.tenant_label(tenant), str(status)).inc()
+
+    def budget_rejected(self, tenant: str) -> None:
+        self.budget_rejections.labels(self.tenant_label(tenant)).inc()
+
+    def breaker_transition(self, name: str, old, new, reason: str) -> None:
+        self.breaker_transitions.labels(name, getattr(new, "value", str(new))).inc()
+
+    def watch_retriever(self, retriever) -> None:
+        """Export a remote retriever's hedge and retry counts (its `stats()`)."""
+        self._retrievers.append(retriever)
+
+    def observe_stages(self, timings_ms: dict[str, float]) -> None:
+        for stage, ms in timings_ms.items():
+            self.stage_latency.labels(stage.removesuffix("_ms")).observe(ms / MS_PER_S)
+
+    def render(self) -> bytes:
+        return generate_latest(self.registry)
+
+
+class _RetrieverCollector:
+    """Hedged reads, hedges sent and won, and retries, read from the retriever client at scrape time."""
+
+    NAMES = {"requests": "citadel_retriever_reads", "hedges": "citadel_retriever_hedges",
+             "hedge_wins": "citadel_retriever_hedge_wins", "retries": "citadel_retriever_retries"}
+
+    def __init__(self, retrievers: list):
+        self._retrievers = retrievers
+
+    def collect(self):
+        totals: dict[str, int] = {}
+        for retriever in self._retrievers:
+            for key, value in retriever.stats().items():
+                totals[key] = totals.get(key, 0) + int(value)
+        for key, value in totals.items():
+            family = CounterMetricFamily(self.NAMES.get(key, f"citadel_retriever_{key}"), f"Retriever client {key}.")
+            family.add_metric([], value)
+            yield family

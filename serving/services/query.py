@@ -1,0 +1,126 @@
+"""The query endpoint family (DESIGN.md §4): /v1/retrieve and /v1/answer for a verified caller.
+
+Budgets are charged before any work and fail closed; the answer cache is ACL-scoped and live-checked
+(answer_cache.py); every answer, cache hits included, is a row of the answer log. The request's
+deadline is the one the HTTP edge opened (citadel.resilience.deadline): every hop below takes what
+is left of it.
+"""
+
+from __future__ import annotations
+
+import time
+
+from citadel.answer.service import AnswerService
+from citadel.config import CitadelConfig
+from citadel.errors import BudgetExhausted
+from citadel.guardrails.router import SENSITIVE_DATA
+from citadel.catalog.base import Catalog
+from citadel.retrieval.retriever import PassageRetriever
+from citadel.state import State
+from citadel.state.base import StateUnavailable, answer_cache_key
+from citadel.tracing import emit_span, emit_stage_spans
+from citadel.types import Degradation, Principal
+from serving.services.access import Caller
+from serving.services.answer_cache import AnswerCacheView
+from serving.services.failures import failing_closed, unavailable
+from serving.services.metrics import ApiMetrics
+
+# Rough tokens per word, to estimate a request's cost before it runs (the budget charges up front).
+TOKENS_PER_WORD = 1.3
+TOKENS_PER_THOUSAND = 1000.0
+
+
+class QueryService:
+    def __init__(self, config: CitadelConfig, catalog: Catalog, state: State, answers: AnswerService,
+                 retriever: PassageRetriever, cache: AnswerCacheView, metrics: ApiMetrics):
+        self.config = config
+        self.catalog = catalog
+        self.state = state
+        self.answers = answers
+        self.retriever = retriever
+        self.cache = cache
+        self.metrics = metrics
+
+    # ------------------------------------------------------------------ budgets
+    def charge(self, principal: Principal, text: str) -> None:
+        """Charge one request and its estimated cost, before any work. Budgets guard spending, so an
+        unreachable store refuses (fails closed) rather than letting requests through uncounted."""
+        try:
+            decision = self.state.budgets.charge(principal.tenant_id, principal.user_id, 1,
+                                                 self._estimated_cost(text))
+        except StateUnavailable as error:
+            raise unavailable("state_unavailable", "the budget store", error) from None
+        if not decision.allowed:
+            self.metrics.budget_rejected(principal.tenant_id)
+            raise BudgetExhausted(decision.reason or "budget exhausted", retry_after_s=decision.retry_after_s)
+
+    def _estimated_cost(self, text: str) -> float:
+        answer = self.config.answer
+        tokens = len(text.split()) * TOKENS_PER_WORD + answer.total_token_budget + answer.max_new_tokens
+        return tokens / TOKENS_PER_THOUSAND * self.config.state.cost_per_1k_tokens
+
+    # ------------------------------------------------------------------ retrieve
+    def retrieve(self, caller: Caller, query: str, top_k: int, request_id: str,
+                 correlation_id: str | None = None) -> dict:
+        principal = caller.principal
+        self.charge(principal, query)
+        started = time.perf_counter()
+        with failing_closed():
+            result = self.retriever.retrieve(principal, query, top_k=top_k, request_id=request_id)
+        self.metrics.stage_latency.labels("retrieve").observe(time.perf_counter() - started)
+        chunk_ids = [p.chunk_id for p in result.passages]
+        emit_stage_spans(request_id, result.timings_ms, {"recheck": chunk_ids}, correlation_id=correlation_id)
+        self.metrics.observe_stages(result.timings_ms)
+        for what in result.degraded:
+            self.metrics.degraded.labels(what).inc()
+        body = result.to_dict()
+        body["request_id"] = request_id
+        return body
+
+    # ------------------------------------------------------------------ answer
+    def answer(self, caller: Caller, question: str, request_id: str, correlation_id: str | None = None) -> dict:
+        """One answer; every one, cache hits included, is a row of the answer log (the question
+        withheld when it holds sensitive data)."""
+        principal = caller.principal
+        self.charge(principal, question)
+        degraded: list[str] = []
+        with failing_closed():
+            segment = self.catalog.published_segment(principal.tenant_id) or "none"
+            key = answer_cache_key(principal.tenant_id, principal.acl_signature, question, segment)
+            cached = self.cache.get(key, principal, degraded)  # a hit is live-checked in the catalog
+        if cached is not None:
+            return self._cache_hit(cached, principal, question, request_id, degraded, correlation_id)
+        with failing_closed():
+            response = self.answers.ask(principal, question, request_id=request_id, correlation_id=correlation_id)
+        body = response.to_dict()
+        body["degraded"] = [*body["degraded"], *degraded]
+        self._record_answer(request_id, response, body, correlation_id)
+        # A transient downgrade is not kept; nor is a refusal of sensitive data (its key derives from the secret).
+        if not set(body["degraded"]) - self._configured_downgrades() and body["reason"] != SENSITIVE_DATA:
+            self.cache.put(key, principal.tenant_id, body, body["degraded"])
+        return {**body, "cached": False}
+
+    def _cache_hit(self, cached: dict, principal: Principal, question: str, request_id: str, degraded: list[str],
+                   correlation_id: str | None) -> dict:
+        self.metrics.cache.labels("hit").inc()
+        emit_span(request_id, "cache", 0.0, [c["chunk_id"] for c in cached["citations"]], hit=True,
+                  correlation_id=correlation_id)
+        body = {**cached, "request_id": request_id, "degraded": degraded, "cached": True}
+        with failing_closed():
+            self.answers.log_cache_hit(principal, question, body, correlation_id)
+        return body
+
+    def _configured_downgrades(self) -> set[str]:
+        """Downgrades that every answer carries by configuration (reranking turned off), which a
+        later request would carry as well: they do not stop an answer being cached."""
+        return {Degradation.RERANK_SKIPPED} if self.config.answer.reranker == "none" else set()
+
+    def _record_answer(self, request_id: str, response, body: dict, correlation_id: str | None = None) -> None:
+        self.metrics.observe_stages({k: v for k, v in response.timings_ms.items() if k != "total"})
+        if body["refused"]:
+            self.metrics.refusals.labels(body["reason"] or "unknown").inc()
+        for what in body["degraded"]:
+            self.metrics.degraded.labels(what).inc()
+        chunks = {"rerank": [p.chunk_id for p in response.passages],
+                  "validate": [c["chunk_id"] for c in body["citations"]]}
+        emit_stage_spans(request_id, response.timings_ms, chunks, correlation_id=correlation_id)
