@@ -22,8 +22,8 @@ def shared_data(*parts: str) -> Path:
 
 @pytest.fixture
 def make_runtime(tmp_path):
-    """Build a Runtime on a fresh home with the deterministic hash embedder and config overrides."""
-    from citadel.cli.runtime import Runtime
+    """Build a Wiring on a fresh home with the deterministic hash embedder and config overrides."""
+    from citadel.wiring import Wiring
     from citadel.config import load_config
 
     runtimes = []
@@ -33,7 +33,7 @@ def make_runtime(tmp_path):
         for section, values in sections.items():
             for key, value in values.items():
                 setattr(getattr(config, section), key, value)
-        runtime = Runtime(config=config)
+        runtime = Wiring(config=config)
         runtimes.append(runtime)
         return runtime
 

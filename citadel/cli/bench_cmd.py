@@ -11,8 +11,7 @@ from typing import Optional
 
 import typer
 
-from citadel.cli.runtime import Runtime
-
+from citadel.wiring import Wiring
 app = typer.Typer(help="Benchmarks.", no_args_is_help=True)
 
 
@@ -28,7 +27,7 @@ def ingest(
     """Chunks/s of the Ray Data pipeline beside a raw encode() loop of the same model on the same texts."""
     from indexing.bench import bench_ingest
 
-    runtime = Runtime(config_path=config)
+    runtime = Wiring(config_path=config)
     runtime.config.embedding.backend = backend
     result = bench_ingest(runtime.config, chunks=chunks, tenants=tenants, workdir=workdir)
     if as_json:
@@ -70,7 +69,7 @@ def _with_bench_home(config: Optional[Path], home: Optional[Path], run):
     goes to stderr so stdout carries only the result."""
     import tempfile
 
-    runtime = Runtime(config_path=config)
+    runtime = Wiring(config_path=config)
 
     def log(row) -> None:
         print(json.dumps(row), file=sys.stderr, flush=True)
@@ -80,7 +79,7 @@ def _with_bench_home(config: Optional[Path], home: Optional[Path], run):
             from citadel.cli.demo import ingest_examples
 
             runtime.config.home = Path(scratch) / "home"
-            ingest_examples(Runtime(config=runtime.config))
+            ingest_examples(Wiring(config=runtime.config))
         else:
             runtime.config.home = home
         return run(runtime.config, log)

@@ -15,7 +15,7 @@ import httpx
 from rich.console import Console
 from rich.panel import Panel
 
-from citadel.cli.runtime import Runtime
+from citadel.wiring import Wiring
 from citadel.config import CitadelConfig, load_config
 from citadel.identity.context import sign_user_context
 from citadel.identity.keys import current_service_key
@@ -139,13 +139,13 @@ def _answer(api: ApiClient, title: str, user: User, question: str) -> dict:
     return response
 
 
-def _ingest(runtime: Runtime, tenant: str, files: list[SourceFile], acl: AclSpec) -> None:
+def _ingest(runtime: Wiring, tenant: str, files: list[SourceFile], acl: AclSpec) -> None:
     report = runtime.ingestor().ingest(tenant, files, acl, actor="demo").to_dict()
     console.print(f"ingested {tenant}: {report['published']} documents, {report['chunks']} chunks, "
                   f"tier {report['tier']}, failures {report['failed']}")
 
 
-def ingest_examples(runtime: Runtime) -> None:
+def ingest_examples(runtime: Wiring) -> None:
     """Acme (without travel-policy v3, which the tour uploads) with the generated PDF, and Northwind."""
     acme_acl = AclSpec.from_file(EXAMPLES / "acme" / "acl.yaml")
     # The examples are the operator's own files: their front matter names ids, owners, dates, predecessors.
@@ -172,7 +172,7 @@ def run_demo() -> None:
     config = load_config()
     config.home = DEMO_HOME.resolve()
     config.serving.port = _free_port()
-    ingest_examples(Runtime(config=config))
+    ingest_examples(Wiring(config=config))
 
     console.print(f"starting a local cluster ({config.serving.topology}) on 127.0.0.1:{config.serving.port} ...")
     url = up(config)

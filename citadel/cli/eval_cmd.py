@@ -8,7 +8,8 @@ from typing import Optional
 
 import typer
 
-from citadel.cli.runtime import Runtime, make_progress, tenant_option
+from citadel.cli.runtime import make_progress, tenant_option
+from citadel.wiring import Wiring
 
 app = typer.Typer(help="Evaluation harnesses.", no_args_is_help=True)
 
@@ -31,7 +32,7 @@ def beir(
     modes = MODES if mode == "all" else (mode,)
     if any(m not in MODES for m in modes):
         raise typer.BadParameter(f"mode must be one of {', '.join(MODES)} or all")
-    runtime = Runtime(config_path=config)
+    runtime = Wiring(config_path=config)
     dataset = load_beir(data, split)
     update, context = make_progress()
     with context:
@@ -46,7 +47,7 @@ def beir(
         print(json.dumps(row))
 
 
-def _reranker(runtime: Runtime):
+def _reranker(runtime: Wiring):
     try:
         from citadel.rerank.backends import make_reranker
     except ImportError:
@@ -71,7 +72,7 @@ def rag(
     """Load the four handbook tenants (once per home) and score answers on the labeled set."""
     from citadel.eval import rag as rag_eval
 
-    runtime = Runtime(config_path=config)
+    runtime = Wiring(config_path=config)
     update, context = make_progress()
     with context:
         report = rag_eval.run(runtime, set_file or rag_eval.DEFAULT_SET, data or rag_eval.SHARED_DATA,

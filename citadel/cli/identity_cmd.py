@@ -12,8 +12,7 @@ from typing import Optional
 import typer
 from rich.console import Console
 
-from citadel.cli.runtime import Runtime
-
+from citadel.wiring import Wiring
 credentials_app = typer.Typer(help="Service bearer credentials (stored hashed) and their signing keys.",
                               no_args_is_help=True)
 console = Console(stderr=True)
@@ -36,7 +35,7 @@ def token(
     from citadel.identity.context import sign_user_context
     from citadel.identity.keys import current_service_key
 
-    settings = Runtime(config_path=config).config
+    settings = Wiring(config_path=config).config
     if ttl > settings.identity.max_ttl_s:
         _fail(f"--ttl {ttl} exceeds identity.max_ttl_s ({settings.identity.max_ttl_s}); the gateway would reject it")
     names = [g.strip() for g in groups.split(",") if g.strip()]
@@ -64,7 +63,7 @@ def credentials_add(
     if all_tenants == bool(scope):
         _fail("give either --tenants a,b or --all-tenants (every tenant is never the default)")
     expires_at = time.time() + _seconds(expires_in) if expires_in else None
-    path = Runtime(config_path=config).config.credentials_path
+    path = Wiring(config_path=config).config.credentials_path
     try:
         secret = add_credential(path, name, [ALL_TENANTS] if all_tenants else scope, admin=admin,
                                 expires_at=expires_at)
@@ -79,7 +78,7 @@ def credentials_list(config: Optional[Path] = ConfigOption) -> None:
     """Service ids, tenants, admin flags, expiry and revocation, and a short hash fingerprint (never the full hash)."""
     from citadel.identity.credentials import fingerprint, read_credentials_file
 
-    settings = Runtime(config_path=config).config
+    settings = Wiring(config_path=config).config
     sources = [("config", c) for c in settings.identity.services]
     sources += [("file", c) for c in read_credentials_file(settings.credentials_path)]
     print(json.dumps([{"id": c.id, "tenants": c.tenants, "admin": c.admin, "source": source,
@@ -97,7 +96,7 @@ def credentials_revoke(
     from citadel.identity.credentials import fingerprint as fingerprint_of
     from citadel.identity.credentials import revoke_credentials
 
-    path = Runtime(config_path=config).config.credentials_path
+    path = Wiring(config_path=config).config.credentials_path
     try:
         revoked = revoke_credentials(path, name, fingerprint or None)
     except ValueError as error:
@@ -117,7 +116,7 @@ def credentials_rotate_key(
     the older keys stay valid until `retire-key`."""
     from citadel.identity.keys import add_service_key
 
-    path = Runtime(config_path=config).config.service_keys_path
+    path = Wiring(config_path=config).config.service_keys_path
     try:
         key = add_service_key(path, service)
     except ValueError as error:
@@ -132,7 +131,7 @@ def credentials_retire_key(kid: str = typer.Argument(..., help="The kid to remov
     """Remove a signing key: contexts signed with it stop verifying."""
     from citadel.identity.keys import retire_service_key
 
-    path = Runtime(config_path=config).config.service_keys_path
+    path = Wiring(config_path=config).config.service_keys_path
     if retire_service_key(path, kid) is None:
         _fail(f"no key {kid!r} in {path}")
     console.print(f"retired key {kid}")

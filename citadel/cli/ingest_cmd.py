@@ -11,7 +11,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from citadel.cli.runtime import Runtime, make_progress
+from citadel.cli.runtime import make_progress
+from citadel.wiring import Wiring
 
 if TYPE_CHECKING:
     from citadel.ingest.engine import IngestEngine, TenantSources
@@ -36,7 +37,7 @@ class IngestRequest:
     trust_front_matter: bool = False  # the files' front matter may set id, groups, status... (paths only)
 
 
-def choose_engine(runtime: Runtime, local: bool) -> str:
+def choose_engine(runtime: Wiring, local: bool) -> str:
     """--local or engine=local → in-process; otherwise Ray Data when ray (and indexing/) import."""
     engine = runtime.config.ingest_pipeline.engine
     if local or engine == LOCAL:
@@ -49,7 +50,7 @@ def choose_engine(runtime: Runtime, local: bool) -> str:
     return LOCAL
 
 
-def make_engine(runtime: Runtime, local: bool, progress: Callable | None = None) -> "IngestEngine":
+def make_engine(runtime: Wiring, local: bool, progress: Callable | None = None) -> "IngestEngine":
     """The engine a job runs on: the one place the choice is made. Ray Data gets a loopback-only local
     instance for the run (or joins the one this process is connected to)."""
     if choose_engine(runtime, local) == LOCAL:
@@ -61,7 +62,7 @@ def make_engine(runtime: Runtime, local: bool, progress: Callable | None = None)
                          connect=lambda: local_ray(runtime.config.ingest_pipeline))
 
 
-def run_ingest(runtime: Runtime, request: IngestRequest) -> list[dict] | None:
+def run_ingest(runtime: Wiring, request: IngestRequest) -> list[dict] | None:
     """Run the job; returns the job reports (one per tenant in-process, one for a Ray job), or None
     when a replay found no dead letters."""
     _validate(request)
@@ -98,7 +99,7 @@ def _validate(request: IngestRequest) -> None:
         raise UsageError("give exactly one of --groups or --acl")
 
 
-def _jobs(runtime: Runtime, request: IngestRequest) -> tuple[list["TenantSources"], list[int]]:
+def _jobs(runtime: Wiring, request: IngestRequest) -> tuple[list["TenantSources"], list[int]]:
     """The job the request names, and the dead letters it replays (to mark once it ran)."""
     from citadel.errors import CitadelError
     from citadel.ingest.jobs import jobs_from_dead_letters, jobs_from_manifest, jobs_from_paths

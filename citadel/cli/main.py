@@ -11,7 +11,8 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from citadel.cli.runtime import Runtime, make_progress, tenant_option
+from citadel.cli.runtime import make_progress, tenant_option
+from citadel.wiring import Wiring
 
 app = typer.Typer(help="Citadel: multi-tenant, ACL-safe retrieval and cited answers.", no_args_is_help=True)
 acl_app = typer.Typer(help="Document ACLs.", no_args_is_help=True)
@@ -100,7 +101,7 @@ def ingest(
                             acl_file=acl, manifest=manifest, retry_dead_letters=retry_dead_letters, local=local,
                             trust_front_matter=trust_front_matter)
     try:
-        reports = run_ingest(Runtime(config_path=config), request)
+        reports = run_ingest(Wiring(config_path=config), request)
     except UsageError as error:
         _fail(str(error))
     if reports is None:
@@ -136,7 +137,7 @@ def retrieve(
     from citadel.errors import EmbeddingModelMismatch
     from citadel.types import Principal
 
-    runtime = Runtime(config_path=config)
+    runtime = Wiring(config_path=config)
     principal = Principal(tenant, user, frozenset(_groups(groups)))
     try:
         result = runtime.retriever.retrieve(principal, question, top_k=top_k)
@@ -167,7 +168,7 @@ def ask(
     from citadel.errors import EmbeddingModelMismatch
     from citadel.types import Principal
 
-    runtime = Runtime(config_path=config)
+    runtime = Wiring(config_path=config)
     try:
         response = runtime.answer_service.ask(Principal(tenant, user, frozenset(_groups(groups))), question)
     except EmbeddingModelMismatch as error:
@@ -204,7 +205,7 @@ def withdraw(
     from citadel.errors import NotFound
 
     try:
-        Runtime(config_path=config).catalog.withdraw(tenant, doc, actor="cli")
+        Wiring(config_path=config).catalog.withdraw(tenant, doc, actor="cli")
     except NotFound as error:
         _fail(str(error))
     print(json.dumps({"tenant_id": tenant, "document_id": doc, "status": "withdrawn"}))
@@ -217,7 +218,7 @@ def compact(tenant: str = typer.Option(..., "--tenant", callback=tenant_option),
     rows (publishes do this by themselves past the thresholds in `index.*`)."""
     from citadel.errors import NotFound
 
-    runtime = Runtime(config_path=config)
+    runtime = Wiring(config_path=config)
     try:
         report = runtime.ingestor().compact(tenant)
     except NotFound as error:
@@ -234,7 +235,7 @@ def reembed(tenant: str = typer.Option(..., "--tenant", callback=tenant_option),
     publish them as a new base segment. Resumable: a crashed run continues from its last batch."""
     from citadel.errors import NotFound
 
-    runtime = Runtime(config_path=config)
+    runtime = Wiring(config_path=config)
     update, context = make_progress()
     try:
         with context:
@@ -257,7 +258,7 @@ def acl_set(
     from citadel.errors import NotFound
 
     try:
-        version = Runtime(config_path=config).catalog.set_acl(tenant, doc, _groups(groups), actor="cli")
+        version = Wiring(config_path=config).catalog.set_acl(tenant, doc, _groups(groups), actor="cli")
     except NotFound as error:
         _fail(str(error))
     print(json.dumps({"tenant_id": tenant, "document_id": doc, "groups": _groups(groups), "acl_version": version}))
@@ -266,7 +267,7 @@ def acl_set(
 @app.command()
 def tenants(as_json: bool = typer.Option(False, "--json"), config: Optional[Path] = ConfigOption) -> None:
     """List tenants with their published segment, tier and counts."""
-    rows = Runtime(config_path=config).catalog.list_tenants()
+    rows = Wiring(config_path=config).catalog.list_tenants()
     if as_json:
         print(json.dumps(rows, indent=1))
         return
@@ -285,7 +286,7 @@ def purge_logs(config: Optional[Path] = ConfigOption) -> None:
     CronJob; serving processes also purge every `answer.answer_log_purge_interval_s`)."""
     from citadel.catalog.retention import purge_expired_answers
 
-    runtime = Runtime(config_path=config)
+    runtime = Wiring(config_path=config)
     purged = purge_expired_answers(runtime.catalog, runtime.config.answer)
     print(json.dumps({"purged": purged, "retention_days": runtime.config.answer.answer_log_retention_days}))
 
@@ -294,7 +295,7 @@ def purge_logs(config: Optional[Path] = ConfigOption) -> None:
 def dead_letters(tenant: Optional[str] = typer.Option(None, "--tenant", callback=tenant_option),
                  config: Optional[Path] = ConfigOption) -> None:
     """List dead letters not yet retried."""
-    print(json.dumps(Runtime(config_path=config).catalog.dead_letters(tenant), indent=1))
+    print(json.dumps(Wiring(config_path=config).catalog.dead_letters(tenant), indent=1))
 
 
 @app.command()

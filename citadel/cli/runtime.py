@@ -4,12 +4,6 @@ from __future__ import annotations
 
 import sys
 
-from citadel.wiring import Wiring
-
-
-# Transitional: the CLI commands compose through citadel.wiring; renamed at the end of the move.
-Runtime = Wiring
-
 
 def make_progress():
     """Rich progress bars on a terminal, plain log lines otherwise. Returns (callback, context)."""

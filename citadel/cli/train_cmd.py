@@ -9,7 +9,8 @@ from typing import Optional
 
 import typer
 
-from citadel.cli.runtime import Runtime, make_progress
+from citadel.cli.runtime import make_progress
+from citadel.wiring import Wiring
 
 app = typer.Typer(help="Fit the models Citadel calibrates on labeled data.", no_args_is_help=True)
 PARAPHRASE_SET = Path(__file__).resolve().parents[2] / "tests" / "regression" / "paraphrase"
@@ -30,7 +31,7 @@ def gate(
 
     if split == "test":
         raise typer.BadParameter("the test split is for measuring; fit on dev", param_hint="--split")
-    runtime = Runtime(config_path=config)
+    runtime = Wiring(config_path=config)
     items = rag_eval.load_set(set_file, split)
     update, context = make_progress()
     with context:

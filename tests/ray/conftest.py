@@ -11,7 +11,7 @@ from ray_helpers import pipeline_settings
 
 @pytest.fixture
 def ray_runtime(make_runtime):
-    """A Runtime (hash embedder, fresh home) and a local Ray instance for the test's duration."""
+    """A Wiring (hash embedder, fresh home) and a local Ray instance for the test's duration."""
     if importlib.util.find_spec("ray") is None:
         pytest.skip("ray is not installed")
     from cluster.ray_local import local_ray

@@ -16,7 +16,7 @@ pytest.importorskip("ray")
 httpx = pytest.importorskip("httpx")
 
 from tests.redis_server import _free_port  # noqa: E402
-from tests.serving.conftest import Home, make_home  # noqa: E402
+from tests.integration.conftest import Home, make_home  # noqa: E402
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
 BUDGET = 12

@@ -60,13 +60,13 @@ def test_questions_use_one_based_evidence_pages():
 @pytest.fixture(scope="module")
 def pdf_report(tmp_path_factory):
     pdf_dir = _pdf_dir()
-    from citadel.cli.runtime import Runtime
+    from citadel.wiring import Wiring
     from citadel.config import load_config
 
     home = tmp_path_factory.mktemp("pdf-home")
     config = load_config(environ={"CITADEL_HOME": str(home), "CITADEL_EMBEDDING__BACKEND": "minilm",
                                   "CITADEL_ANSWER__GENERATOR": "extractive"})
-    runtime = Runtime(config=config)
+    runtime = Wiring(config=config)
     try:
         report = pdfs.run(runtime, pdf_dir)
     finally:

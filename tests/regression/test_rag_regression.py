@@ -113,13 +113,13 @@ def rag_runtime(tmp_path_factory):
     corpora = rag.SHARED_DATA / "corpora"
     if not corpora.is_dir():
         pytest.skip(f"shared handbook data not found at {corpora} (see ../shared/data/SOURCES.md)")
-    from citadel.cli.runtime import Runtime
+    from citadel.wiring import Wiring
     from citadel.config import load_config
 
     home = tmp_path_factory.mktemp("rag-home")
     config = load_config(environ={"CITADEL_HOME": str(home), "CITADEL_EMBEDDING__BACKEND": "minilm",
                                   "CITADEL_ANSWER__GENERATOR": "extractive"})
-    runtime = Runtime(config=config)
+    runtime = Wiring(config=config)
     try:
         rag.build_tenants(runtime, rag.SHARED_DATA, rag.DEFAULT_OVERLAY)
         yield runtime

@@ -12,7 +12,7 @@ from __future__ import annotations
 import pytest
 
 from tests.security.identity_helpers import add_credential, client_for, error_code
-from tests.serving.conftest import make_home
+from tests.integration.conftest import make_home
 
 NOTE = {"document_id": "northwind-note", "filename": "note.md", "text": "# Note\n\n## Pricing\n\nList prices.\n",
         "groups": ["sales"]}

@@ -16,8 +16,8 @@ import sqlite3
 
 import pytest
 
-from tests.serving.conftest import make_home
-from tests.serving.test_api import client_for
+from tests.integration.conftest import make_home
+from tests.integration.test_api import client_for
 
 QUESTION = "What is the hotel limit per night in London?"
 OTHER_QUESTION = "How many remote work days are allowed per week?"

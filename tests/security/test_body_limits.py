@@ -15,8 +15,8 @@ import base64
 
 import pytest
 
-from tests.serving.conftest import make_home
-from tests.serving.test_api import client_for
+from tests.integration.conftest import make_home
+from tests.integration.test_api import client_for
 
 MB = 1024 * 1024
 CHUNK = 64 * 1024

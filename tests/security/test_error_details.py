@@ -14,8 +14,8 @@ import sqlite3
 import pytest
 
 from citadel.state.base import StateUnavailable
-from tests.serving.conftest import make_home
-from tests.serving.test_api import client_for
+from tests.integration.conftest import make_home
+from tests.integration.test_api import client_for
 
 REDIS_ERROR = "Error 111 connecting to redis-primary.internal:6379 (10.20.30.40). Connection refused."
 SQLITE_ERROR = "database disk image is malformed: /srv/citadel/var/catalog.sqlite"

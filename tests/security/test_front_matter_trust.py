@@ -21,7 +21,7 @@ from fastapi.testclient import TestClient
 
 from citadel.ingest.sources import AclSpec, discover
 from citadel.types import Principal
-from tests.serving.conftest import make_home
+from tests.integration.conftest import make_home
 
 # The attack: an innocent-looking upload whose front matter claims another document's identity,
 # tenant-wide visibility, a predecessor to retire, an owner, a date and a version.

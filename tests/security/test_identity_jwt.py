@@ -20,7 +20,7 @@ import pytest
 from typer.testing import CliRunner
 
 from tests.security.identity_helpers import add_credential, client_for, error_code, forged_context, headers
-from tests.serving.conftest import make_home
+from tests.integration.conftest import make_home
 
 QUERY = {"query": "hotel limit per night", "top_k": 3}
 

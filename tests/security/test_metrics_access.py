@@ -15,8 +15,8 @@ import re
 import pytest
 
 from citadel.config import ServingConfig
-from tests.serving.conftest import make_home
-from tests.serving.test_api import client_for
+from tests.integration.conftest import make_home
+from tests.integration.test_api import client_for
 
 METRICS_TOKEN = "scraper-token-for-this-test"
 SCRAPER = {"authorization": f"Bearer {METRICS_TOKEN}"}

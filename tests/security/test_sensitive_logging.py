@@ -16,8 +16,8 @@ import time
 
 from typer.testing import CliRunner
 
-from tests.serving.conftest import make_home
-from tests.serving.test_api import client_for
+from tests.integration.conftest import make_home
+from tests.integration.test_api import client_for
 
 CARD = "4111 1111 1111 1111"
 CARD_DIGITS = CARD.replace(" ", "")

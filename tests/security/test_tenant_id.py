@@ -185,7 +185,7 @@ def served(tmp_path):
 
     from serving.http.api import create_api
     from serving.services.compose import build_services
-    from tests.serving.conftest import make_home
+    from tests.integration.conftest import make_home
 
     home = make_home(tmp_path / "home")
     app = create_api()

@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 from citadel.ingest import crash_points
 from citadel.cli.ingest_cmd import LOCAL, RAY, choose_engine
 from citadel.cli.main import app
-from citadel.cli.runtime import Runtime
+from citadel.wiring import Wiring
 from citadel.config import load_config
 from citadel.ingest.synth import SynthSpec, generate
 from cluster.ray_local import RayLaunch, RayNotLocal, check_loopback
@@ -39,7 +39,7 @@ def test_pipeline_section_from_env():
 
 
 def test_engine_choice(tmp_path):
-    runtime = Runtime(config=load_config(environ={"CITADEL_HOME": str(tmp_path)}))
+    runtime = Wiring(config=load_config(environ={"CITADEL_HOME": str(tmp_path)}))
     assert choose_engine(runtime, local=True) == LOCAL
     runtime.config.ingest_pipeline.engine = "local"
     assert choose_engine(runtime, local=False) == LOCAL

@@ -5,6 +5,13 @@ import pytest
 
 pytest.importorskip("ray")
 
+from tests.integration.conftest import make_home  # noqa: E402
+
+
+@pytest.fixture
+def home(tmp_path):
+    return make_home(tmp_path / "home")
+
 
 def test_eviction_cleanup_is_idempotent(home):
     from citadel.catalog.sqlite import SQLiteCatalog

@@ -9,7 +9,7 @@ import time
 import pytest
 from fastapi.testclient import TestClient
 
-from tests.serving.conftest import Home, make_home
+from tests.integration.conftest import Home, make_home
 
 
 def client_for(home: Home, clock=None) -> TestClient:

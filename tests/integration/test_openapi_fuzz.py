@@ -1,7 +1,7 @@
 """Property-based fuzz over the API's own OpenAPI spec (schemathesis): no operation ever answers 5xx,
 and every 4xx carries the one error shape `{"error": {"code", "message", "request_id"}}`.
 
-Two passes over every operation, against the fused in-process gateway of tests/serving/test_api.py:
+Two passes over every operation, against the fused in-process gateway of tests/integration/test_api.py:
   * with valid credentials: the admin bearer (a platform admin) on /v1/admin paths, the metrics
     token on /metrics, the service bearer and a freshly signed user context elsewhere; path
     parameters and upload bodies are sometimes steered to ids and file names that exist or are
@@ -30,7 +30,7 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 
 from serving.http.api import create_api
-from tests.serving.conftest import Home, make_home
+from tests.integration.conftest import Home, make_home
 
 pytestmark = pytest.mark.slow
 

@@ -9,7 +9,7 @@ import time
 
 from fastapi.testclient import TestClient
 
-from tests.serving.conftest import make_home
+from tests.integration.conftest import make_home
 
 
 def drill_client(tmp_path, stages=None, **environ) -> tuple[TestClient, object]:
@@ -108,7 +108,7 @@ def test_faults_need_config_and_an_admin(tmp_path):
     assert response.status_code == 403 and response.json()["error"]["code"] == "admin_required"
     assert client.put("/v1/admin/faults/nowhere", json=spec, headers=home.admin_headers()).status_code == 422
 
-    from tests.serving.test_api import client_for
+    from tests.integration.test_api import client_for
 
     home_off = make_home(tmp_path / "off")
     with client_for(home_off) as off:

@@ -4,7 +4,7 @@ flowing, marked degraded."""
 
 import pytest
 
-from tests.serving.conftest import make_home
+from tests.integration.conftest import make_home
 
 pytestmark = pytest.mark.slow
 
