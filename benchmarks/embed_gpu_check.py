@@ -33,7 +33,7 @@ def synthetic_texts(chunks: int) -> list[str]:
     """Chunk texts exactly as the pipeline embeds them, from the synthetic corpus generator."""
     from citadel.config import CitadelConfig
     from citadel.ingest.synth import SynthSpec, generate
-    from indexing.bench import corpus_texts
+    from benchmarks.ingest_bench import corpus_texts
 
     with tempfile.TemporaryDirectory() as scratch:
         corpus = generate(SynthSpec(tenants=4, chunks=chunks, seed=11), Path(scratch))

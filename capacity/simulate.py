@@ -41,6 +41,7 @@ from capacity.retrystorm import (
     retry_budget_amplification,
 )
 from capacity.sizing import mmc_mean_wait_s
+from citadel.eval.metrics import percentile
 
 MS = 1e-3
 # Loads are reported as a rolling mean over this many seconds: one-second bins of a Poisson stream
@@ -612,10 +613,9 @@ def _breaker(sim: Simulation, policy: Breaker) -> Callable[[RequestRecord], None
 # ---------------------------------------------------------------- results
 
 
-def percentile(sorted_values: list[float], share: float) -> float:
-    if not sorted_values:
-        return math.nan
-    return sorted_values[min(len(sorted_values) - 1, int(share * len(sorted_values)))]
+def _share_percentile(values: list[float], share: float) -> float:
+    """The `share` (0-1) percentile of `values`, NaN when there are none (reported as null)."""
+    return percentile(values, share * 100) if values else math.nan
 
 
 def rolling_peak(series: list[int], window: int = PEAK_WINDOW_S) -> float:
@@ -627,9 +627,9 @@ def rolling_peak(series: list[int], window: int = PEAK_WINDOW_S) -> float:
 def _latency_percentiles(records: list[RequestRecord]) -> dict:
     answered = sorted(r.finished_at - r.arrived_at for r in records if r.ok and r.finished_at is not None)
     return {
-        "p50_ms": percentile(answered, 0.50) / MS,
-        "p95_ms": percentile(answered, 0.95) / MS,
-        "p99_ms": percentile(answered, 0.99) / MS,
+        "p50_ms": _share_percentile(answered, 0.50) / MS,
+        "p95_ms": _share_percentile(answered, 0.95) / MS,
+        "p99_ms": _share_percentile(answered, 0.99) / MS,
         "mean_ms": (sum(answered) / len(answered) / MS) if answered else math.nan,
     }
 
@@ -639,7 +639,7 @@ def _per_second_p99(sim: Simulation) -> list[float]:
     for r in sim.requests:
         if r.ok and r.finished_at is not None:
             buckets[min(len(buckets) - 1, int(r.arrived_at))].append(r.finished_at - r.arrived_at)
-    return [round(percentile(sorted(b), 0.99) / MS, 3) if b else None for b in buckets]
+    return [round(_share_percentile(b, 0.99) / MS, 3) if b else None for b in buckets]
 
 
 def closed_form_load(scenario: Scenario, policy: BaseModel) -> float | None:

@@ -38,7 +38,7 @@ from citadel.errors import CitadelError
 from citadel.ingest.engine import RAY_ENGINE, TenantSources
 from citadel.ingest.local import Ingestor
 from citadel.ingest.reembed import needs_reembed
-from citadel.ingest.report import JobReport, plain
+from citadel.ingest.report import JobReport, plain, recorded
 from citadel.ingest.sources import AclSpec, FileOutcome
 from citadel.ingest.steps import (
     BuiltSegment,
@@ -214,17 +214,12 @@ class RayIngestPipeline:
             self._catalog.ensure_tenant(tenant_id)
         job_tenant = tenants[0] if len(tenants) == 1 else MULTI_TENANT_JOB
         report = PipelineReport(self._catalog.create_job(job_tenant, "ingest"), job_tenant)
-        try:
+        with recorded(self._catalog, report):
             with staging_area(self._config.home, report.job_id, self._catalog) as staging:
                 documents = self._stream(records, acl, tenants, staging, report)
                 self._build_and_publish(documents, report)
             failed = any(t.status == FAILED for t in report.tenants)
             report.status = "partial" if report.failures or failed else "succeeded"
-        except BaseException as error:
-            report.status = "failed"
-            self._catalog.finish_job(report.job_id, "failed", {**report.to_dict(), "error": str(error)})
-            raise
-        self._catalog.finish_job(report.job_id, report.status, report.to_dict())
         return report
 
     # ------------------------------------------------------------------ stream: parse → embed → stage

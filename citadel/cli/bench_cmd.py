@@ -25,7 +25,7 @@ def ingest(
     config: Optional[Path] = typer.Option(None, "--config"),
 ) -> None:
     """Chunks/s of the Ray Data pipeline beside a raw encode() loop of the same model on the same texts."""
-    from indexing.bench import bench_ingest
+    from benchmarks.ingest_bench import bench_ingest
 
     runtime = Wiring(config_path=config)
     runtime.config.embedding.backend = backend

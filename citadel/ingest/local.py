@@ -20,7 +20,7 @@ from citadel.errors import NotFound
 from citadel.ingest.engine import LOCAL_ENGINE, TenantSources
 from citadel.ingest.jobs import jobs_from_dead_letters
 from citadel.ingest.reembed import needs_reembed, reembed_tenant
-from citadel.ingest.report import JobReport
+from citadel.ingest.report import JobReport, recorded
 from citadel.ingest.sources import AclSpec, DocumentSource, FileOutcome
 from citadel.ingest.steps import (
     DeadLetter,
@@ -67,16 +67,10 @@ class Ingestor:
         validate_tenant_id(tenant_id)  # before the catalog or a directory sees it
         self._catalog.ensure_tenant(tenant_id)
         report = JobReport(job_id or self._catalog.create_job(tenant_id, "ingest"), tenant_id)
-        try:
-            with tenant_lock(self._config.partitions_dir, tenant_id):
-                self._reembed_if_model_changed(tenant_id)
-                self._run(report, files, acl, versions or {})
+        with recorded(self._catalog, report), tenant_lock(self._config.partitions_dir, tenant_id):
+            self._reembed_if_model_changed(tenant_id)
+            self._run(report, files, acl, versions or {})
             report.status = "succeeded" if not report.failures else "partial"
-        except BaseException as error:
-            report.status = "failed"
-            self._catalog.finish_job(report.job_id, "failed", {**report.to_dict(), "error": str(error)})
-            raise
-        self._catalog.finish_job(report.job_id, report.status, report.to_dict())
         return report
 
     def retry_dead_letters(self, tenant_id: str) -> JobReport | None:

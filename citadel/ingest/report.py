@@ -5,10 +5,13 @@ stores and what `citadel ingest --json` prints; both engines give it the same ke
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
+from citadel.catalog.base import Catalog
 from citadel.ingest.sources import FileOutcome
 from citadel.segments.compaction import RebuildReason
 from citadel.segments.manifest import SegmentKind
@@ -59,3 +62,16 @@ class JobReport:
 def plain(value: Enum | None) -> Any:
     """An enum's value for a report dict (stored as JSON, compared by callers as text)."""
     return None if value is None else value.value
+
+
+@contextmanager
+def recorded(catalog: Catalog, report: JobReport) -> Iterator[JobReport]:
+    """The job's row gets the report when the block ends: its status as the block set it, or
+    `failed` with the error when the block raised (which is raised on). Both engines run a job in one."""
+    try:
+        yield report
+    except BaseException as error:
+        report.status = "failed"
+        catalog.finish_job(report.job_id, "failed", {**report.to_dict(), "error": str(error)})
+        raise
+    catalog.finish_job(report.job_id, report.status, report.to_dict())
