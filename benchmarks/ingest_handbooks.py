@@ -1,5 +1,6 @@
-"""Ingest each of the four shared handbooks as its own tenant through the real `citadel ingest --local`
-CLI (real MiniLM embedder), one subprocess per tenant, and report chunks, seconds and peak RSS.
+"""Ingest each of the four shared handbooks as its own tenant with the in-process engine (real MiniLM
+embedder, composed by citadel.wiring), one child process per tenant so each has its own peak RSS, and
+report chunks, seconds and peak RSS.
 
     python benchmarks/ingest_handbooks.py [--home var/handbooks] [--json]
 """
@@ -27,8 +28,7 @@ TENANTS = {
 
 def ingest_one(tenant: str, directory: Path, home: Path) -> dict:
     env = {**os.environ, "CITADEL_HOME": str(home)}
-    command = [sys.executable, "-m", "citadel.cli.main", "ingest", "--local", "--tenant", tenant, "--groups", "*", "--json",
-               str(directory)]
+    command = [sys.executable, str(Path(__file__).resolve()), "--one", tenant, str(directory)]
     started = time.perf_counter()
     process = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
     output = process.stdout.read()
@@ -49,11 +49,28 @@ def ingest_one(tenant: str, directory: Path, home: Path) -> dict:
     }
 
 
+def ingest_in_this_process(tenant: str, directory: Path) -> None:
+    """The child's work: every file under `directory`, readable by everyone, as one local job; the
+    job report as JSON on stdout."""
+    sys.path.insert(0, str(REPO))  # run from a checkout without installing
+    from citadel.ingest.sources import AclSpec, discover
+    from citadel.wiring import Wiring
+
+    wiring = Wiring()
+    report = wiring.ingestor().ingest(tenant, discover([directory]), AclSpec.from_groups(["*"]))
+    wiring.catalog.close()
+    print(json.dumps(report.to_dict()))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--home", default="var/handbooks")
     parser.add_argument("--json", action="store_true")
+    parser.add_argument("--one", nargs=2, metavar=("TENANT", "DIR"), help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.one:
+        ingest_in_this_process(args.one[0], Path(args.one[1]))
+        return
     if not CORPORA.exists():
         raise SystemExit(f"shared handbooks not found at {CORPORA}")
     home = Path(args.home)

@@ -25,6 +25,7 @@ from citadel.answer.expand import Source
 from citadel.answer.prompt import build_messages
 from citadel.answer.text import content_terms, document_name, sentence_pieces
 from citadel.generation.base import Generator, GeneratorError
+from citadel.resilience.deadline import time_left
 
 # Each step down the source ranking discounts a sentence's score by this much (relative), so the
 # extractive answer prefers the stronger source when two sentences cover the question equally.
@@ -271,7 +272,8 @@ class OpenAICompatibleGenerator(Generator):
 
     def generate(self, question: str, sources: Sequence[Source]) -> str:
         try:
-            with urllib.request.urlopen(self._request(question, sources), timeout=self.timeout) as response:
+            # At most its own timeout, and never past the request's deadline (citadel.resilience.deadline).
+            with urllib.request.urlopen(self._request(question, sources), timeout=time_left(self.timeout)) as response:
                 payload = json.loads(response.read().decode("utf-8"))
         except (urllib.error.URLError, TimeoutError, OSError, ValueError) as error:
             raise GeneratorError(f"generation request to {self.url} failed: {error}", code="generator_failed") from error

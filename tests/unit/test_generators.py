@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
@@ -23,7 +24,7 @@ SOURCES = [Source(1, Passage("t:travel:v1:0001", "Contractors need approval from
 class StubServer:
     """A one-route OpenAI-compatible server on 127.0.0.1 that records what it was sent."""
 
-    def __init__(self, reply: dict | None = None, status: int = 200):
+    def __init__(self, reply: dict | None = None, status: int = 200, delay_s: float = 0.0):
         self.requests: list[dict] = []
         stub = self
 
@@ -32,6 +33,7 @@ class StubServer:
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
                 stub.requests.append({"path": self.path, "body": body,
                                       "authorization": self.headers.get("Authorization")})
+                time.sleep(delay_s)
                 payload = json.dumps(reply or {}).encode()
                 self.send_response(status)
                 self.send_header("Content-Type", "application/json")
@@ -83,6 +85,19 @@ def test_openai_compatible_failures_raise_generator_error():
             OpenAICompatibleGenerator(stub.url + "/v1", "m", timeout=5).generate("q", SOURCES)
     with pytest.raises(GeneratorError):  # nothing listens on the port the closed stub had
         OpenAICompatibleGenerator(stub.url, "m", timeout=2).generate("q", SOURCES)
+
+
+def test_openai_compatible_waits_no_longer_than_the_request_deadline():
+    """Issue 14: the HTTP call's timeout is what the request's deadline leaves, not its own 30 s."""
+    from citadel.resilience.clock import MonotonicClock
+    from citadel.resilience.deadline import Deadline, deadline_scope
+
+    with StubServer(completion("late [1]"), delay_s=2.0) as stub:
+        generator = OpenAICompatibleGenerator(stub.url, "m", timeout=30)
+        started = time.monotonic()
+        with deadline_scope(Deadline.after(0.3, MonotonicClock())), pytest.raises(GeneratorError):
+            generator.generate("q", SOURCES)
+        assert time.monotonic() - started < 1.5
 
 
 def test_chat_completions_url_accepts_both_base_forms():
