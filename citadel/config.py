@@ -453,6 +453,37 @@ class ResilienceConfig(_Section):
         return _over_defaults(_breakers(), value)
 
 
+def _prompt_allowances() -> dict[str, int]:
+    return {"system": 1_000, "tools": 2_000, "conversation": 4_000, "notes": 1_000, "sources": 20_000,
+            "task": 2_000}
+
+
+class AgentConfig(_Section):
+    """Runs on the agentic path (DESIGN.md §10): the loop's limits, the planner, memory and prompts."""
+
+    planner: Literal["rules", "openai_compatible"] = Field(
+        "rules", description="Plan and reflection backend: rules (deterministic, the CPU default) or an "
+        "OpenAI-compatible server in JSON mode (vLLM, Ray Serve LLM).")
+    openai_base_url: str = Field("http://127.0.0.1:8000", description="Base URL of the planner's server.")
+    openai_model: str = Field("", description="Model name sent to the planner's server.")
+    openai_api_key_env: str = Field("CITADEL_PLANNER_API_KEY", description="Env var holding its API key, if any.")
+    openai_timeout_s: float = Field(30.0, gt=0, description="HTTP timeout of one planner or reflection call.")
+    step_cap: int = Field(8, ge=1, le=64, description="Stopping rule: most steps one run executes.")
+    max_parallel_steps: int = Field(4, ge=1, le=32, description="Independent steps run at once.")
+    token_budget: int = Field(24_000, ge=1, description="Stopping rule: most prompt+output tokens one run spends.")
+    cost_budget: float = Field(0.10, gt=0, description="Stopping rule: most estimated cost (state.cost_unit) per run.")
+    deadline_s: float = Field(120.0, gt=0, description="Stopping rule: a run's wall-clock deadline.")
+    no_new_evidence_rounds: int = Field(2, ge=1, description="Stopping rule: rounds in a row that add no passage.")
+    lease_ttl_s: float = Field(30.0, gt=0, description="A run's lease; another replica adopts it once expired.")
+    max_message_chars: int = Field(4_000, ge=1, le=100_000, description="Longest message a user may send (413).")
+    summarize_after_turns: int = Field(6, ge=2, description="Older turns than this many become the summary.")
+    prompt_max_tokens: int = Field(32_000, ge=1_000, description="Whole-prompt cap, counted with the "
+                                   "generator's tokenizer.")
+    prompt_allowances: dict[str, int] = Field(default_factory=_prompt_allowances,
+                                              description="Tokens per prompt part: system, tools, conversation, "
+                                              "notes, sources, task (stable parts first, the task last).")
+
+
 class CitadelConfig(_Section):
     """The root. Every component receives the section it needs."""
 
@@ -468,6 +499,12 @@ class CitadelConfig(_Section):
     identity: IdentityConfig = Field(default_factory=IdentityConfig)
     serving: ServingConfig = Field(default_factory=ServingConfig)
     resilience: ResilienceConfig = Field(default_factory=ResilienceConfig)
+    agent: AgentConfig = Field(default_factory=AgentConfig)
+
+    @property
+    def runs_path(self) -> Path:
+        """The SQLite file of runs and conversations when Redis is not configured."""
+        return self.home / "runs.sqlite"
 
     @property
     def catalog_path(self) -> Path:

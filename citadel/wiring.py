@@ -201,6 +201,48 @@ class Wiring:
                              PlantedScreen(answer.screen_cache_chunks), self.memo,
                              QueryVectorMemo(self.embedder, WORD_MEMO_CAPACITY))
 
+    # ------------------------------------------------------------------ the agentic path
+    @cached_property
+    def run_store(self):
+        """Runs and their events (SQLite, or Redis Streams when Redis is configured)."""
+        from citadel.state.runs import make_run_store
+
+        return make_run_store(self.config, self.clock)
+
+    @cached_property
+    def conversation_store(self):
+        """Conversations, their summaries and what users asked to be remembered (SQLite)."""
+        from citadel.state.conversations import make_conversation_store
+
+        return make_conversation_store(self.config, self.clock)
+
+    @cached_property
+    def planner(self):
+        """Plan and reflection backend (`agent.planner`: rules, or an OpenAI-compatible server)."""
+        from citadel.agent.planner import make_planner
+
+        return make_planner(self.config.agent)
+
+    @cached_property
+    def agent_tools(self):
+        """The tools a run's steps may call: `search`, through this wiring's retriever."""
+        from citadel.agent.tools import SearchTool, ToolRegistry
+
+        return ToolRegistry([SearchTool(self.retriever, self.config.answer.rerank_top_n)])
+
+    @cached_property
+    def orchestrator(self):
+        """The run loop over this wiring's run store, answer service, planner and tools."""
+        return self.make_orchestrator(self.run_store)
+
+    def make_orchestrator(self, run_store, planner=None, **options):
+        """An orchestrator over the given run store (and planner, else this wiring's); `options` go to
+        `Orchestrator` (clock, executor, after_step, today)."""
+        from citadel.agent.orchestrator import Orchestrator
+
+        return Orchestrator(run_store, self.answer_service, planner or self.planner, self.agent_tools,
+                            self.config.agent, cost_per_1k_tokens=self.config.state.cost_per_1k_tokens, **options)
+
     def ingestor(self, progress=None):
         """An in-process ingestion engine writing through this wiring's catalog and embedder."""
         from citadel.ingest.local import Ingestor

@@ -256,6 +256,45 @@ class AnswerService:
                          validation={"fallback": validated.fallback, "removed": validated.removed})
         return self._finish(principal, question, response, timer, log_extra, correlation_id)
 
+    def compose_from(self, principal: Principal, question: str, passages: Sequence[Passage],
+                     request_id: str | None = None) -> AnswerResponse:
+        """Answer `question` from passages gathered elsewhere (an agentic run's evidence, in the order
+        to number them) through the same expand → generate → validate → conflicts → compose stages
+        and answer log as `ask`. No retrieval and no gate: a run answers with what it found, so only
+        an empty evidence list is refused. Each passage is re-checked live first (a document revoked
+        or republished since the step that found it is dropped)."""
+        request_id = request_id or uuid.uuid4().hex
+        timer = StageTimer()
+        with timer.stage("recheck"):
+            live = self.catalog.readable_documents(principal)
+            passages = [p for p in passages
+                        if (doc := live.get(p.document_id)) is not None and doc.version == p.version]
+        partition = self.partitions.get(principal.tenant_id)
+        query = self.search_query(question, partition, self.settings.expand_acronyms)
+        trace = AnswerTrace(query, candidates=list(passages), reranked=list(passages))
+        if not passages:
+            response = AnswerResponse(request_id, REFUSAL_REPLIES[NO_ELIGIBLE_SOURCE], True, NO_ELIGIBLE_SOURCE, [],
+                                      [], trace=trace)
+            return self._finish(principal, question, response, timer, {"composed": True})
+        degraded: list[str] = []
+        with timer.stage("expand"):
+            sources = self.expander.expand(passages, partition)
+        trace.sources = [s.passage for s in sources]
+        with timer.stage("generate"):
+            draft, model_id = self._generate(query, sources, degraded)
+        by_number = {s.number: s.passage for s in sources}
+        trace.drafted = [by_number[n] for n in dict.fromkeys(marker_numbers(draft)) if n in by_number]
+        with timer.stage("validate"):
+            support = self._claim_support(partition, sources) if partition is not None else None
+            validated = self.validator.validate(query, draft, sources, support)
+            conflicts = self._topical_conflicts(query, sources, partition, principal.tenant_id)
+            answer, citations, conflict_dicts = compose(validated, sources, conflicts)
+        response = AnswerResponse(request_id, answer, False, None, degraded, citations, conflict_dicts,
+                                  passages=list(passages), trace=trace)
+        log_extra = {"composed": True, "model_id": model_id, "sources": [_source_log(s) for s in sources],
+                     "validation": {"fallback": validated.fallback, "removed": validated.removed}}
+        return self._finish(principal, question, response, timer, log_extra)
+
     # ------------------------------------------------------------------ stages
     @staticmethod
     def search_query(question: str, partition: Partition | None, expand_acronyms: bool = True) -> str:

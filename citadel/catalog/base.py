@@ -141,6 +141,15 @@ class Catalog(Protocol):
                    correlation_id: str | None = None, cached: bool = False) -> int: ...
     def purge_answers(self, older_than_s: float) -> int:
         """Delete answer-log rows older than `older_than_s` seconds; returns how many."""
+    def answer_entry(self, request_id: str, tenant_id: str, user_id: str) -> dict[str, Any] | None:
+        """The newest answer-log row of this request id that belongs to this tenant and user (None
+        otherwise: another user's answer looks missing)."""
+
+    # feedback on answers: append-only, with the sources and versions the answer cited
+    def record_feedback(self, answer_id: str, tenant_id: str, user_id: str, vote: str, reason: str | None,
+                        comment: str, sources: list[dict[str, Any]]) -> int: ...
+    def feedback(self, tenant_id: str) -> list[dict[str, Any]]:
+        """The tenant's feedback rows, oldest first, `sources` as a list."""
 
 
 @runtime_checkable

@@ -105,3 +105,20 @@ CREATE INDEX IF NOT EXISTS answer_log_by_ts ON answer_log (ts);
 CREATE INDEX IF NOT EXISTS answer_log_by_request ON answer_log (request_id);
 CREATE TRIGGER IF NOT EXISTS answer_log_no_update BEFORE UPDATE ON answer_log
 BEGIN SELECT RAISE(ABORT, 'answer_log is append-only'); END;
+-- Feedback on an answer (POST /v1/answers/{id}/feedback), stored with the sources and versions the
+-- answer cited, so a "wrong source" vote still names the version it was about after a new one is
+-- published. Append-only, like the answer log.
+CREATE TABLE IF NOT EXISTS answer_feedback (
+    id         INTEGER PRIMARY KEY AUTOINCREMENT,
+    answer_id  TEXT NOT NULL,
+    ts         REAL NOT NULL,
+    tenant_id  TEXT NOT NULL,
+    user_id    TEXT NOT NULL,
+    vote       TEXT NOT NULL,
+    reason     TEXT,
+    comment    TEXT NOT NULL,
+    sources    TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS answer_feedback_by_tenant ON answer_feedback (tenant_id, ts);
+CREATE TRIGGER IF NOT EXISTS answer_feedback_no_update BEFORE UPDATE ON answer_feedback
+BEGIN SELECT RAISE(ABORT, 'answer_feedback is append-only'); END;

@@ -400,12 +400,30 @@ class SQLiteCatalog:
             )
             return int(cursor.lastrowid)
 
+    def answer_entry(self, request_id: str, tenant_id: str, user_id: str) -> dict[str, Any] | None:
+        rows = self._query("SELECT * FROM answer_log WHERE request_id=? AND tenant_id=? AND user_id=? "
+                           "ORDER BY id DESC LIMIT 1", (request_id, tenant_id, user_id))
+        return _answer_row(rows[0]) if rows else None
+
+    def record_feedback(self, answer_id: str, tenant_id: str, user_id: str, vote: str, reason: str | None,
+                        comment: str, sources: list[dict[str, Any]]) -> int:
+        with self._tx() as db:
+            cursor = db.execute(
+                "INSERT INTO answer_feedback (answer_id, ts, tenant_id, user_id, vote, reason, comment, sources)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                (answer_id, time.time(), tenant_id, user_id, vote, reason, comment, json.dumps(sources)))
+            return int(cursor.lastrowid)
+
+    def feedback(self, tenant_id: str) -> list[dict[str, Any]]:
+        rows = self._query("SELECT * FROM answer_feedback WHERE tenant_id=? ORDER BY id", (tenant_id,))
+        return [{**dict(r), "sources": json.loads(r["sources"])} for r in rows]
+
     def answer_log(self, tenant_id: str | None = None, limit: int = ANSWER_LOG_READ_LIMIT) -> list[dict[str, Any]]:
         """The newest `limit` rows (of one tenant), oldest first."""
         where, args = ("WHERE tenant_id=?", (tenant_id,)) if tenant_id is not None else ("", ())
         rows = self._query(f"SELECT * FROM (SELECT * FROM answer_log {where} ORDER BY id DESC LIMIT ?) ORDER BY id",
                            (*args, int(limit)))
-        return [{**dict(r), "cached": bool(r["cached"]), "response": json.loads(r["response"])} for r in rows]
+        return [_answer_row(r) for r in rows]
 
     def _move_first_answer_log(self) -> None:
         """Finish the migration `_set_aside_first_answer_log` began: copy the old rows into the
@@ -441,6 +459,10 @@ def _set_aside_first_answer_log(db: sqlite3.Connection) -> None:
     columns = _table_columns(db, "answer_log")
     if columns and "id" not in columns:
         db.execute(f"ALTER TABLE answer_log RENAME TO {_FIRST_ANSWER_LOG}")
+
+
+def _answer_row(row: sqlite3.Row) -> dict[str, Any]:
+    return {**dict(row), "cached": bool(row["cached"]), "response": json.loads(row["response"])}
 
 
 def _fetch_all(conn: sqlite3.Connection, sql: str, args: tuple) -> list[sqlite3.Row]:

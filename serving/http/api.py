@@ -17,13 +17,14 @@ import asyncio
 import concurrent.futures
 import contextvars
 import functools
+import json
 import logging
 import uuid
 from typing import Any, Callable, Optional
 
-from fastapi import FastAPI, Header, Request
+from fastapi import FastAPI, Header, Query, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse, Response
+from fastapi.responses import JSONResponse, Response, StreamingResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from citadel.errors import CitadelError, DeadlineExceeded, InvalidRequest, Unavailable
@@ -34,11 +35,12 @@ from citadel.types import validate_tenant_id
 from serving.http.admission import REQUEST_ID_HEADER, Admission
 from serving.http.errors import STATUS_OF_FRAMEWORK_CODE, error_body, status_of
 from serving.http.metrics import require_metrics_credential
-from serving.http.models import (ERRORS, AclRequest, AnswerRequest, FaultRequest, RetrieveRequest,
-                                 RetrieveResponse, UploadRequest)
+from serving.http.models import (ERRORS, AclRequest, AnswerRequest, FaultRequest, FeedbackRequest, MessageRequest,
+                                 RetrieveRequest, RetrieveResponse, UploadRequest)
 from serving.http.models import AnswerResponse as AnswerBody
 from serving.services.access import Caller
 from serving.services.compose import Services
+from serving.services.runs import is_terminal
 
 log = logging.getLogger(__name__)
 
@@ -133,6 +135,7 @@ def create_api() -> FastAPI:
     app.add_middleware(Admission, services_of=_services_of_scope)
     _add_error_handlers(app)
     _add_query_routes(app)
+    _add_run_routes(app)
     _add_admin_routes(app)
     _add_drill_routes(app)
     return app
@@ -187,6 +190,87 @@ def _add_query_routes(app: FastAPI) -> None:
                      x_citadel_user_context: Optional[str] = Header(None)) -> dict:
         return await _user_call(request, "answer", authorization, x_citadel_user_context,
                                 lambda services: services.query.answer, body.question)
+
+
+async def _caller_call(request: Request, endpoint: str, method: Callable[[Services], Callable[..., Any]],
+                       *args: Any) -> Any:
+    """A verified user's call to a service method taking (caller, *args), counted like `_user_call`."""
+    services = _services(request)
+    caller: Caller = getattr(request.state, "caller", None) or services.access.caller(
+        request.headers.get("authorization"), request.headers.get("x-citadel-user-context"))
+    try:
+        result = await _run(request, method(services), caller, *args)
+    except CitadelError as error:
+        services.metrics.count_request(endpoint, caller.principal.tenant_id, status_of(error))
+        raise
+    services.metrics.count_request(endpoint, caller.principal.tenant_id, 200)
+    return result
+
+
+def _add_run_routes(app: FastAPI) -> None:
+    """Conversations and runs (DESIGN.md §10): a message starts a run; its events replay from any seq."""
+
+    @app.post("/v1/conversations", status_code=201, responses=ERRORS)
+    async def create_conversation(request: Request) -> dict:
+        return await _caller_call(request, "conversations", lambda s: s.runs.create_conversation)
+
+    @app.delete("/v1/conversations/{conversation_id}", responses=ERRORS)
+    async def delete_conversation(request: Request, conversation_id: str) -> dict:
+        return await _caller_call(request, "conversations", lambda s: s.runs.delete_conversation, conversation_id)
+
+    @app.post("/v1/conversations/{conversation_id}/messages", status_code=202, responses=ERRORS)
+    async def post_message(request: Request, conversation_id: str, body: MessageRequest) -> dict:
+        return await _caller_call(request, "messages", lambda s: s.runs.post_message, conversation_id, body.content)
+
+    @app.get("/v1/runs/{run_id}", responses=ERRORS)
+    async def get_run(request: Request, run_id: str) -> dict:
+        return await _caller_call(request, "runs", lambda s: s.runs.run, run_id)
+
+    @app.post("/v1/runs/{run_id}:cancel", responses=ERRORS)
+    async def cancel_run(request: Request, run_id: str) -> dict:
+        return await _caller_call(request, "runs", lambda s: s.runs.cancel, run_id)
+
+    @app.get("/v1/runs/{run_id}/events", responses=ERRORS)
+    async def run_events(request: Request, run_id: str, after_seq: int = Query(0, ge=0),
+                         last_event_id: Optional[str] = Header(None)) -> Any:
+        """Server-Sent Events (`id:` = seq; `Last-Event-ID` honoured) until the final or error event;
+        with `Accept: application/json`, the events so far as a list. `final` is authoritative."""
+        after = max(after_seq, _seq_of(last_event_id))
+        events = await _caller_call(request, "events", lambda s: s.runs.events, run_id, after)  # 404 first
+        if "application/json" in request.headers.get("accept", ""):
+            return events
+        return StreamingResponse(_event_stream(request, run_id, after), media_type="text/event-stream",
+                                 headers={"cache-control": "no-store", "x-accel-buffering": "no"})
+
+    @app.post("/v1/answers/{answer_id}/feedback", responses=ERRORS)
+    async def feedback(request: Request, answer_id: str, body: FeedbackRequest) -> dict:
+        return await _caller_call(request, "feedback", lambda s: s.runs.feedback, answer_id, body.vote, body.reason,
+                                  body.comment)
+
+
+def _seq_of(last_event_id: Optional[str]) -> int:
+    """A reconnecting client's `Last-Event-ID` (a seq we sent); anything else counts as none."""
+    value = (last_event_id or "").strip()
+    return int(value) if value.isdigit() and len(value) <= 12 else 0
+
+
+async def _event_stream(request: Request, run_id: str, after: int):
+    """Every event after `after`, once, in order, then the stream ends with the run's final or error
+    event; a comment line keeps an idle connection open, and a departed client ends the loop."""
+    services = _services(request)
+    caller = request.state.caller
+    while True:
+        events = await asyncio.to_thread(services.runs.wait_events, caller, run_id, after)
+        if not events:
+            if await request.is_disconnected():
+                return
+            yield ": keep-alive\n\n"
+            continue
+        for event in events:
+            after = event["seq"]
+            yield f"id: {event['seq']}\nevent: {event['type']}\ndata: {json.dumps(event)}\n\n"
+        if any(is_terminal(e) for e in events):
+            return
 
 
 def _add_admin_routes(app: FastAPI) -> None:

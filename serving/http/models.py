@@ -98,6 +98,17 @@ class FaultRequest(_Body):
     kill_nonce: Optional[str] = None
 
 
+class MessageRequest(_Body):
+    # Its length is checked by the runs service against `agent.max_message_chars` (413, not 422).
+    content: str = Field(..., description="The user's message; it starts a run.")
+
+
+class FeedbackRequest(_Body):
+    vote: Literal["up", "down"]
+    reason: Optional[Literal["wrong_source", "incomplete", "outdated", "other"]] = None
+    comment: str = Field("", description="Free text (at most 2,000 characters).")
+
+
 class Citation(BaseModel):
     chunk_id: str
     document_id: str

@@ -10,6 +10,9 @@ of each hop (a breaker times what the caller waits for); faults are injected whe
 
 from __future__ import annotations
 
+import concurrent.futures
+import logging
+import threading
 from dataclasses import dataclass
 from typing import Callable
 
@@ -22,6 +25,12 @@ from serving.services.answer_cache import AnswerCacheView
 from serving.services.drills import DrillService
 from serving.services.metrics import ApiMetrics
 from serving.services.query import QueryService
+from serving.services.runs import RunsService
+
+log = logging.getLogger(__name__)
+
+# Runs one serving process works on at once (each runs its own steps in parallel within it).
+RUN_WORKERS = 8
 
 
 @dataclass
@@ -34,6 +43,7 @@ class Services:
     query: QueryService
     admin: AdminService
     drills: DrillService
+    runs: RunsService
     metrics: ApiMetrics
     resilience: Resilience
     wiring: Wiring
@@ -54,5 +64,30 @@ def build_services(config: CitadelConfig, stages: Stages | None = None, clock: C
         from citadel.catalog.retention import AnswerLogPurger
 
         AnswerLogPurger(wiring.catalog, config.answer, config.answer.answer_log_purge_interval_s).start()
-    return Services(config, Access(wiring.authenticator), query, admin, DrillService(config, wiring.catalog), metrics,
-                    resilience, wiring)
+    runs = _runs_service(config, wiring, in_replica)
+    return Services(config, Access(wiring.authenticator), query, admin, DrillService(config, wiring.catalog), runs,
+                    metrics, resilience, wiring)
+
+
+def _runs_service(config: CitadelConfig, wiring: Wiring, in_replica: bool) -> RunsService:
+    """Runs on this process's worker pool; a serving replica also adopts, every lease period, the runs
+    whose replica died (their lease expired), so each continues from its last recorded step."""
+    pool = concurrent.futures.ThreadPoolExecutor(RUN_WORKERS, thread_name_prefix="run")
+    runs = RunsService(config, wiring.run_store, wiring.conversation_store, wiring.catalog,
+                       wiring.orchestrator.drive, pool)
+    if in_replica:
+        _every(config.agent.lease_ttl_s, runs.adopt_orphans)
+    return runs
+
+
+def _every(period_s: float, action: Callable[[], object]) -> None:
+    """Call `action` every `period_s` on a daemon thread for the life of the process."""
+    def loop() -> None:
+        while not stop.wait(period_s):
+            try:
+                action()
+            except Exception:  # a store outage must not end the adopting thread
+                log.exception("periodic run adoption failed")
+
+    stop = threading.Event()
+    threading.Thread(target=loop, name="run-adopter", daemon=True).start()

@@ -1,0 +1,10 @@
+"""The agentic path (DESIGN.md §10): a run's loop, owned by code.
+
+- `plan`: the plan and reflection schemas, parsed and validated in code (`PlanInvalid`);
+- `planner`: one `Planner` interface, a deterministic `rules` backend and an `openai_compatible` one;
+- `evidence`: what a run has gathered — passages, coverage of its checklist, resolved conflicts;
+- `budget`: the per-run token and cost counter;
+- `tools`: the tools a step may call (the `search` tool) and the default step executor;
+- `orchestrator`: `Orchestrator.drive(run_id, owner)`, the loop with its five stopping rules, resumable
+  from the run store.
+"""

@@ -1,0 +1,216 @@
+"""What a run has found, and what it still lacks (DESIGN.md §10).
+
+Owns the evidence a run gathers across steps: passages kept in the run store as plain records (a
+resumed run rebuilds them from the log), which parts of the plan's `done_when` checklist they cover,
+the rule that lets a round skip reflection, and version conflicts among them resolved from catalog
+metadata. Coverage reuses the gate's own helpers (IDF-weighted terms, one passage at a time, since
+an answer is quoted from one place), so the loop and the single-shot gate agree on "covered".
+
+Conflicts are found as the single-shot path finds them (citadel/answer/conflicts.py) and then
+resolved only by reliable metadata: a published document over one that is not; an explicit
+`supersedes`; the later of two effective dates that are both already in force (a dated policy for
+next year is not yet the rule). A pair those rules cannot order is reported unresolved.
+"""
+
+from __future__ import annotations
+
+import datetime
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import asdict, dataclass, fields
+from typing import Any
+
+from citadel.agent.budget import TokenMeter
+from citadel.agent.plan import MAX_DETAIL_CHARS
+from citadel.answer.conflicts import EFFECTIVE_DATES, SUPERSEDES, Conflict, detect_conflicts
+from citadel.answer.expand import Source
+from citadel.answer.gate import TermIdf, passage_terms, weighted_coverage
+from citadel.answer.text import STOPWORDS, content_terms, stem, words_of
+from citadel.catalog.base import DocumentRecord
+from citadel.chunking import count_tokens
+from citadel.types import Passage
+
+# Every term weighs the same when the tenant's IDF is not at hand (no partition loaded).
+UNIFORM_IDF = TermIdf({}, 1.0)
+# A part of the checklist is covered when one passage holds this IDF share of its terms (the gate's
+# default `min_coverage`).
+DEFAULT_MIN_COVERAGE = 0.6
+# Reflection is skipped when each part is covered at least this well and every term of the question
+# appears in the top passages: nothing is left for a reflection to find.
+HIGH_COVERAGE = 0.8
+# The top passages (by score) the skip rule reads.
+SKIP_RULE_PASSAGES = 8
+PUBLISHED = "published"
+_PASSAGE_FIELDS = tuple(f.name for f in fields(Passage))
+
+
+# ---------------------------------------------------------------------- passages as records
+def passage_record(passage: Passage) -> dict[str, Any]:
+    """A passage as plain JSON for the run store (every field: expansion needs the section index)."""
+    record = asdict(passage)
+    record["score"] = float(passage.score)
+    return record
+
+
+def passage_from_record(record: Mapping[str, Any]) -> Passage:
+    return Passage(**{name: record[name] for name in _PASSAGE_FIELDS if name in record})
+
+
+def passage_tokens(passages: Iterable[Passage]) -> int:
+    return sum(count_tokens(p.text) for p in passages)
+
+
+@dataclass(frozen=True)
+class EvidenceSet:
+    """What a reflection reads: the passages found so far (in the order synthesis numbers them), the
+    catalog records of their documents, the tenant's term IDF (None: uniform), the asks of steps not
+    yet run, and the run's meter for a model backend to charge its call to."""
+
+    passages: tuple[Passage, ...]
+    records: Mapping[str, DocumentRecord | None]
+    idf: TermIdf | None = None
+    pending: tuple[str, ...] = ()
+    meter: TokenMeter | None = None
+    today: str = ""  # ISO date that decides which effective dates are in force ("" = today)
+
+
+# ---------------------------------------------------------------------- coverage
+def best_coverage(part: str, passages: Sequence[Passage], idf: TermIdf | None) -> tuple[float, set[str]]:
+    """(IDF-weighted share of the part's terms the best single passage holds, the terms it lacks)."""
+    terms = set(content_terms(part))
+    if not terms:
+        return 1.0, set()
+    weights = idf or UNIFORM_IDF
+    best, missing = 0.0, set(terms)
+    for passage in passages:
+        covered = passage_terms(passage)
+        score = weighted_coverage(terms, covered, weights)
+        if score > best:
+            best, missing = score, terms - covered
+    return best, missing
+
+
+def uncovered_parts(parts: Sequence[str], passages: Sequence[Passage], idf: TermIdf | None,
+                    min_coverage: float = DEFAULT_MIN_COVERAGE) -> list[str]:
+    """The checklist parts no passage covers: what the run is missing."""
+    return [part for part in parts if best_coverage(part, passages, idf)[0] < min_coverage]
+
+
+def distinct_parts(parts: Sequence[str]) -> list[str]:
+    """The parts less those whose terms an earlier part already names ("kayak rental allowance" after
+    "what is the kayak rental allowance")."""
+    kept: list[tuple[str, set[str]]] = []
+    for part in parts:
+        terms = set(content_terms(part))
+        if not any(terms <= earlier for _, earlier in kept):
+            kept.append((part, terms))
+    return [part for part, _ in kept]
+
+
+def on_topic(parts: Sequence[str], passages: Sequence[Passage], idf: TermIdf | None,
+             min_coverage: float = DEFAULT_MIN_COVERAGE) -> list[Passage]:
+    """The passages that cover some part of the checklist: conflicts among the others are noise
+    (an old edition found for another question is not a conflict about this one)."""
+    return [p for p in passages if any(best_coverage(part, [p], idf)[0] >= min_coverage for part in parts)]
+
+
+def missing_words(part: str, passages: Sequence[Passage], idf: TermIdf | None) -> str:
+    """The part's own content words that its best passage lacks, in order: a query for what is still
+    missing, without the words already found or the question's scaffolding (the part itself when
+    nothing is missing)."""
+    _, missing = best_coverage(part, passages, idf)
+    words = list(dict.fromkeys(w for w in words_of(part) if w not in STOPWORDS and stem(w) in missing))
+    return " ".join(words) if words else part
+
+
+def skip_reflection(question: str, parts: Sequence[str], passages: Sequence[Passage],
+                    idf: TermIdf | None) -> bool:
+    """True when the top passages score high on every part and, together, hold every term of the
+    question: a reflection could only say "finish"."""
+    top = sorted(passages, key=lambda p: -p.score)[:SKIP_RULE_PASSAGES]
+    if not top:
+        return False
+    held = set().union(*(passage_terms(p) for p in top))
+    if not set(content_terms(question)) <= held:
+        return False
+    return all(best_coverage(part, top, idf)[0] >= HIGH_COVERAGE for part in parts or [question])
+
+
+# ---------------------------------------------------------------------- conflicts
+def as_sources(passages: Sequence[Passage]) -> list[Source]:
+    """Passages numbered 1..n, for the single-shot path's conflict detection."""
+    return [Source(number, p, p.text, count_tokens(p.text)) for number, p in enumerate(passages, start=1)]
+
+
+def _iso_date(value: str | None) -> datetime.date | None:
+    try:
+        return datetime.date.fromisoformat(value[:10]) if value else None
+    except ValueError:
+        return None
+
+
+def resolve(conflict: Conflict, records: Mapping[str, DocumentRecord | None], today: str = "") -> str | None:
+    """The document that applies, by reliable metadata only; None when they cannot decide."""
+    first, second = conflict.document_ids
+    a, b = records.get(first), records.get(second)
+    if a is None or b is None or first == second:
+        return None
+    if (a.status == PUBLISHED) != (b.status == PUBLISHED):
+        return first if a.status == PUBLISHED else second
+    if conflict.kind == SUPERSEDES:
+        return first if a.supersedes == second else second
+    if conflict.kind == EFFECTIVE_DATES:
+        return _in_force(first, a, second, b, _iso_date(today) or datetime.date.today())
+    return None
+
+
+def _in_force(first: str, a: DocumentRecord, second: str, b: DocumentRecord, today: datetime.date) -> str | None:
+    """The later effective date among those already in force; None without two readable dates."""
+    dated = [(date, doc) for date, doc in ((_iso_date(a.effective_date), first), (_iso_date(b.effective_date), second))
+             if date is not None]
+    if len(dated) < 2:
+        return None
+    in_force = [(date, doc) for date, doc in dated if date <= today]
+    return max(in_force)[1] if in_force else None
+
+
+def resolved_conflicts(passages: Sequence[Passage], records: Mapping[str, DocumentRecord | None],
+                       today: str = "") -> list[dict[str, Any]]:
+    """Conflicts among the passages, each with the document that applies (`resolved_to`, or None)."""
+    found = detect_conflicts(as_sources(passages), records)
+    return [{"kind": c.kind, "document_ids": list(c.document_ids), "detail": _plain_detail(c),
+             "resolved_to": resolve(c, records, today)} for c in found]
+
+
+def _plain_detail(conflict: Conflict) -> str:
+    """The conflict's sentence with its [n] markers (numbers of this evidence list) left out."""
+    detail = conflict.detail
+    for number in conflict.source_numbers:
+        detail = detail.replace(f" [{number}]", "")
+    return detail[:MAX_DETAIL_CHARS]
+
+
+def resolution_note(conflict: Mapping[str, Any], records: Mapping[str, DocumentRecord | None]) -> str:
+    """A sentence for the answer naming the version that applies and why ("" when unresolved)."""
+    winner = conflict.get("resolved_to")
+    losers = [d for d in conflict.get("document_ids", ()) if d != winner]
+    won = records.get(winner) if winner else None
+    lost = records.get(losers[0]) if losers else None
+    if won is None or lost is None:
+        return ""
+    if won.status != lost.status:
+        why = f"it is {won.status}, the other is {lost.status}"
+    elif conflict.get("kind") == SUPERSEDES:
+        why = "it supersedes the other"
+    else:
+        why = f"it is in force since {won.effective_date}, the other since {lost.effective_date}"
+    return f'Resolved: "{won.title}" applies over "{lost.title}" ({why}).'
+
+
+def superseded_documents(conflicts: Iterable[Mapping[str, Any]]) -> set[str]:
+    """Documents a resolved conflict ruled out: their passages do not answer."""
+    losers: set[str] = set()
+    for conflict in conflicts:
+        winner = conflict.get("resolved_to")
+        if winner:
+            losers.update(d for d in conflict.get("document_ids", ()) if d != winner)
+    return losers

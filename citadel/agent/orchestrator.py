@@ -1,0 +1,553 @@
+"""The run loop, owned by code (DESIGN.md §10): `Orchestrator.drive(run_id, owner)`.
+
+Code decides which step runs next, how many run at once, which tool each step may use, and when to
+stop; a planner (citadel/agent/planner.py) only proposes the plan and the reflection checklist.
+
+drive: take the run's lease → route → single-shot (`AnswerService.ask`, one answer) or agentic:
+plan (a plan that cannot be made is recorded, and the run falls back to the single-shot path) →
+rounds: the steps whose needs are done run in parallel (at most `max_parallel_steps` at once), each
+result recorded before the next round → reflection, acted on by code: run the planned steps that
+remain, add the suggested search, re-plan, or finish → synthesis from the numbered evidence through
+the answer service's expander, generator and validator (`AnswerService.compose_from`) → token and
+citation events, then `final` (authoritative: the validated answer, its citations, the conflicts,
+the stop reason and what is missing).
+
+Five stopping rules, checked between steps: the step cap, the run's token/cost budget, the deadline,
+no new evidence in `no_new_evidence_rounds` rounds, and a repeated identical call (same tool, same
+arguments). Cancellation is checked at the same points. A stopped run still answers with what it
+found and names what is missing.
+
+Resume: every decision is recorded in the run store before it is acted on (`record_step`, first
+write wins): the route ("route"), each plan ("plan:<k>"), each step's result ("step:<id>"), each
+reflection ("reflect:<r>"), a stop ("stop") and the synthesis ("answer"). Each call below first
+looks for its record, so a driver that takes over an expired lease walks the same path, runs only
+what was never recorded, and never runs a finished step again. Every event carries a `key`; the
+keys already in the log are read first and an event whose key is there is not appended again, so
+a client's stream shows each event once. The lease is renewed before each round and each step; a
+driver whose renewal fails (another owner took the expired lease) writes nothing more. The deadline
+counts from each drive's start.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import contextvars
+import logging
+import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from citadel.agent.budget import RunBudget, TokenMeter
+from citadel.agent.evidence import (EvidenceSet, distinct_parts, passage_from_record, passage_record,
+                                    passage_tokens, resolution_note, resolved_conflicts, skip_reflection,
+                                    superseded_documents, uncovered_parts)
+from citadel.agent.plan import MAX_PLAN_STEPS, Plan, PlanInvalid, Reflection, Step, check_steps
+from citadel.agent.planner import SEARCH, PlanContext, Planner, RulesPlanner
+from citadel.agent.tools import StepContext, StepExecutor, ToolRegistry, ToolStepExecutor
+from citadel.answer.gate import term_idf
+from citadel.chunking import count_tokens
+from citadel.config import AgentConfig
+from citadel.errors import CitadelError, NotFound, Unavailable
+from citadel.resilience.clock import Clock, MonotonicClock
+from citadel.resilience.deadline import Deadline, deadline_scope
+from citadel.state.runs import FINISHED, EventType, Run, RunStatus, RunStore
+from citadel.tracing import emit_span
+from citadel.types import Passage, Principal
+
+log = logging.getLogger(__name__)
+
+SINGLE_SHOT, AGENTIC = "single_shot", "agentic"
+# Stop reasons: the five rules, cancellation, and a re-plan that could not be made.
+STEP_CAP, DEADLINE, NO_NEW_EVIDENCE, REPEATED_CALL = "step_cap", "deadline", "no_new_evidence", "repeated_call"
+CANCELLED, REPLAN_FAILED = "cancelled", "replan_failed"
+# The first plan and at most this many re-plans.
+MAX_REPLANS = 3
+# Answer text streams in token events of about this many words (more per event for a long answer).
+WORDS_PER_TOKEN_EVENT = 8
+MAX_TOKEN_EVENTS = 512
+# Events read per page when loading the keys already in the log.
+EVENT_PAGE = 1_000
+FINISH, CONTINUE, SEARCH_NEXT, REPLAN = "finish", "continue", "search", "replan"
+
+
+class LeaseLost(Exception):
+    """Another owner holds the run now: stop touching it, write nothing more."""
+
+
+@dataclass
+class RunState:
+    """One drive's view of a run, rebuilt from its records and events."""
+
+    run: Run
+    principal: Principal
+    deadline: Deadline
+    records: dict[str, dict[str, Any]]
+    emitted: set[str]
+    meter: TokenMeter
+    graph: dict[str, Step] = field(default_factory=dict)  # every step planned, in order
+    abandoned: set[str] = field(default_factory=set)  # pending steps a re-plan replaced
+    plans: list[Plan] = field(default_factory=list)
+    reflections: int = 0
+    evidence_counts: list[int] = field(default_factory=lambda: [0])
+    no_new_rounds: int = 0
+
+    @property
+    def run_id(self) -> str:
+        return self.run.run_id
+
+    def finished(self, step_id: str) -> bool:
+        return f"step:{step_id}" in self.records
+
+    def step_records(self) -> list[tuple[Step, dict[str, Any]]]:
+        return [(s, self.records[f"step:{s.id}"]) for s in self.graph.values() if self.finished(s.id)]
+
+    def pending(self) -> list[Step]:
+        return [s for s in self.graph.values() if not self.finished(s.id) and s.id not in self.abandoned]
+
+    def ready(self) -> list[Step]:
+        return [s for s in self.pending() if all(self.finished(n) for n in s.needs)]
+
+    def executed(self) -> int:
+        return sum(1 for key in self.records if key.startswith("step:"))
+
+
+class Orchestrator:
+    def __init__(self, store: RunStore, answer_service, planner: Planner, tools: ToolRegistry, config: AgentConfig,
+                 *, cost_per_1k_tokens: float = 0.0, clock: Clock | None = None,
+                 executor: StepExecutor | None = None, after_step: Callable[[str, str], None] | None = None,
+                 today: Callable[[], str] | None = None):
+        """`executor`: runs one step (injectable: a test counts executions or holds steps at a barrier);
+        `after_step(run_id, step_id)`: called once a step's result and event are recorded (a test kills
+        the driver there); `today`: the ISO date deciding which effective dates are in force."""
+        self.store = store
+        self.answers = answer_service
+        self.planner = planner
+        self.tools = tools
+        self.config = config
+        self.budget = RunBudget(config.token_budget, config.cost_budget, cost_per_1k_tokens)
+        self.clock = clock or MonotonicClock()
+        self.executor = executor or ToolStepExecutor()
+        self.after_step = after_step
+        self.today = today or (lambda: "")
+        self._rules = RulesPlanner()
+
+    # ------------------------------------------------------------------ the drive
+    def drive(self, run_id: str, owner: str) -> Run:
+        """Work on the run while holding its lease; returns the run as it stands afterwards. A run
+        another owner holds is left alone; a finished one is returned as it is."""
+        run = self.store.get(run_id)
+        if run is None:
+            raise NotFound(f"no run {run_id!r}")
+        if run.status in FINISHED or not self.store.acquire(run_id, owner, self.config.lease_ttl_s):
+            return run
+        state = self._load(run)
+        try:
+            self._drive(state, owner)
+        except LeaseLost:
+            return self.store.get(run_id) or run
+        except Exception as error:  # outside any step (a step's failure is recorded and the run goes on)
+            self._fail(state, error)
+        self.store.release(run_id, owner)
+        return self.store.get(run_id) or run
+
+    def _load(self, run: Run) -> RunState:
+        records = self.store.steps(run.run_id)
+        principal = Principal(run.tenant_id, run.user_id, frozenset(run.groups))
+        meter = TokenMeter(sum(int(r.get("tokens", 0)) for r in records.values()))
+        deadline = Deadline.after(self.config.deadline_s, self.clock)
+        return RunState(run, principal, deadline, records, self._emitted_keys(run.run_id), meter)
+
+    def _emitted_keys(self, run_id: str) -> set[str]:
+        keys, after = set(), 0
+        while True:
+            page = self.store.events(run_id, after, EVENT_PAGE)
+            keys.update(str(e.data.get("key")) for e in page if e.data.get("key") is not None)
+            if len(page) < EVENT_PAGE:
+                return keys
+            after = page[-1].seq
+
+    def _drive(self, state: RunState, owner: str) -> None:
+        self.store.update(state.run_id, status=RunStatus.RUNNING)
+        self._emit(state, EventType.PROGRESS, "started", {"stage": "started"})
+        with deadline_scope(state.deadline):
+            path = self._route(state)
+            if path == SINGLE_SHOT:
+                self._renew(state, owner)
+                return self._single_shot(state)
+            if self._plan(state, 0, ()) is None:
+                return self._fall_back(state)
+            outcome = self._replay(state)
+            if "stop" in state.records:
+                stop = state.records["stop"]["reason"]
+            else:
+                stop = None if outcome == FINISH else self._loop(state, owner)
+        self._renew(state, owner)
+        self._synthesize(state, stop)
+
+    def _renew(self, state: RunState, owner: str) -> None:
+        if not self.store.renew(state.run_id, owner, self.config.lease_ttl_s):
+            raise LeaseLost(state.run_id)
+
+    # ------------------------------------------------------------------ route and the single-shot path
+    def _route(self, state: RunState) -> str:
+        """Single-shot for simple questions (and refusals, which the answer service words); agentic
+        for multi-part ones."""
+        record = state.records.get("route")
+        if record is None:
+            decision = self.answers.router.route(state.run.question)
+            path = AGENTIC if (not decision.refused and decision.path == "multi_step") else SINGLE_SHOT
+            record = self._record(state, "route", {"path": path})
+        self.store.update(state.run_id, path=record["path"])
+        self._emit(state, EventType.PROGRESS, "route", {"stage": "route", "path": record["path"]})
+        return record["path"]
+
+    def _single_shot(self, state: RunState) -> None:
+        if self.store.cancel_requested(state.run_id) and "answer" not in state.records:
+            return self._deliver(state, self._cancelled_answer(state, []), CANCELLED, SINGLE_SHOT)
+        record = state.records.get("answer")
+        if record is None:
+            response = self.answers.ask(state.principal, state.run.question, request_id=state.run_id)
+            missing = list(response.gate.missing_terms) if (response.refused and response.gate) else []
+            tokens = passage_tokens(response.passages) + count_tokens(response.answer)
+            record = self._record(state, "answer", answer_record(response, missing, tokens))
+        self._deliver(state, record, None, SINGLE_SHOT)
+
+    def _fall_back(self, state: RunState) -> None:
+        """The plan could not be made: the single-shot path answers, and the run says why."""
+        reason = state.records["plan:0"].get("invalid", "")
+        self._emit(state, EventType.PROGRESS, "fallback", {"stage": "fallback", "to": SINGLE_SHOT, "reason": reason})
+        self.store.update(state.run_id, path=SINGLE_SHOT)
+        self._single_shot(state)
+
+    # ------------------------------------------------------------------ plans
+    def _plan(self, state: RunState, index: int, gaps: tuple[str, ...]) -> Plan | None:
+        """Plan `index` (0: the first; later: a re-plan for `gaps`), recorded; None when invalid."""
+        key = f"plan:{index}"
+        record = state.records.get(key)
+        if record is None:
+            record = self._record(state, key, self._make_plan(state, gaps))
+        if "invalid" in record:
+            self._emit(state, EventType.PROGRESS, key, {"stage": "plan", "invalid": record["invalid"]})
+            return None
+        plan = qualified(Plan.model_validate(record["plan"]), f"p{index}." if index else "")
+        state.plans.append(plan)
+        state.abandoned.update(s.id for s in state.pending())  # a re-plan replaces what was still to do
+        state.graph.update((s.id, s) for s in plan.steps)
+        self._emit(state, EventType.PROGRESS, key, {
+            "stage": "plan", "steps": [{"id": s.id, "ask": s.ask, "tool": s.tool, "needs": list(s.needs)}
+                                       for s in plan.steps], "done_when": list(plan.done_when)})
+        return plan
+
+    def _make_plan(self, state: RunState, gaps: tuple[str, ...]) -> dict[str, Any]:
+        finished = [s for s, _ in state.step_records()]
+        context = PlanContext(self.tools.names(), min(MAX_PLAN_STEPS, self.config.step_cap),
+                              tuple(s.id for s in finished), tuple(s.ask for s in finished), gaps,
+                              state.meter, self.tools.check_args)
+        spent = state.meter.spent
+        try:
+            plan = self.planner.plan(state.run.question, context)
+            check_steps(plan, context.tools, context.known_ids, self.tools.check_args)  # code checks any backend
+            return {"plan": plan.to_dict(), "tokens": state.meter.spent - spent}
+        except (PlanInvalid, Unavailable) as error:
+            return {"invalid": error.message, "code": error.code, "tokens": state.meter.spent - spent}
+
+    # ------------------------------------------------------------------ the loop
+    def _replay(self, state: RunState) -> str | None:
+        """Walk the reflections already recorded (a resumed run), applying what they decided: the
+        searches they added, the re-plans they made. Returns the last one's outcome (see `_settle`)."""
+        outcome = None
+        while f"reflect:{state.reflections + 1}" in state.records:
+            outcome = self._settle(state, *self._reflect(state))
+        return outcome
+
+    def _loop(self, state: RunState, owner: str) -> str | None:
+        """Rounds until the checklist is met (None) or a stopping rule fires (its reason, recorded)."""
+        for _ in range(self.config.step_cap + MAX_REPLANS + 2):  # each round runs a step or re-plans
+            reason = self._between_steps(state, owner)
+            ready = state.ready() if reason is None else []
+            if ready:
+                reason = self._round(state, owner, ready)
+            if reason is not None:
+                return self._stop(state, reason)
+            outcome = self._settle(state, *self._reflect(state))
+            if outcome is not None:
+                return None if outcome == FINISH else outcome
+        return self._stop(state, STEP_CAP)
+
+    def _settle(self, state: RunState, action: str, reflection: Reflection) -> str | None:
+        """After a reflection: FINISH, a stop reason (recorded), or None to go on with what it added."""
+        if action == FINISH:
+            return FINISH
+        if state.no_new_rounds >= self.config.no_new_evidence_rounds:
+            return self._stop(state, NO_NEW_EVIDENCE)
+        return self._act(state, action, reflection)
+
+    def _between_steps(self, state: RunState, owner: str) -> str | None:
+        """Before a round: the lease is still ours, then the run-wide limits."""
+        self._renew(state, owner)
+        return self._limits(state)
+
+    def _limits(self, state: RunState) -> str | None:
+        """Cancellation, the deadline and the budget: the reason to start nothing new, or None."""
+        if self.store.cancel_requested(state.run_id):
+            return CANCELLED
+        if state.deadline.expired():
+            return DEADLINE
+        return self.budget.exhausted(state.meter.spent)
+
+    def _admit(self, state: RunState, step: Step, in_flight: int, calls: set[str]) -> str | None:
+        """Whether `step` may start now; the stopping rule that forbids it otherwise."""
+        reason = self._limits(state)
+        if reason is None and state.executed() + in_flight >= self.config.step_cap:
+            reason = STEP_CAP
+        if reason is None and self.tools.call_key(step) in calls:
+            reason = REPEATED_CALL
+        return reason
+
+    def _round(self, state: RunState, owner: str, ready: list[Step]) -> str | None:
+        """Run the ready steps, at most `max_parallel_steps` at once, recording each result as it
+        comes; a stopping rule ends the round once the steps already started have finished."""
+        calls = {r.get("call", "") for _, r in state.step_records()}
+        queue, running, reason = list(ready), {}, None
+        limit = self.config.max_parallel_steps
+        with concurrent.futures.ThreadPoolExecutor(limit, thread_name_prefix="agent-step") as pool:
+            while queue or running:
+                while queue and reason is None and len(running) < limit:
+                    self._renew(state, owner)  # between steps: still ours, or stop touching the run
+                    reason = self._admit(state, queue[0], len(running), calls)
+                    if reason is None:
+                        step = queue.pop(0)
+                        calls.add(self.tools.call_key(step))
+                        # The deadline is a context variable: each step's thread gets a copy of it.
+                        running[pool.submit(contextvars.copy_context().run, self._execute, state, step)] = step
+                if not running:
+                    break
+                done, _ = concurrent.futures.wait(running, return_when=concurrent.futures.FIRST_COMPLETED)
+                for future in done:
+                    step = running.pop(future)
+                    self._finish_step(state, step, future.result())
+                    if self.after_step is not None:
+                        self.after_step(state.run_id, step.id)
+        return reason
+
+    def _execute(self, state: RunState, step: Step) -> dict[str, Any]:
+        """One step on a worker thread (a span with the chunk ids it found); a failure is the step's
+        result, not the run's end."""
+        started = time.perf_counter()
+        try:
+            result = self.executor.execute(StepContext(state.run_id, state.principal), step,
+                                           self.tools.for_step(step))
+            passages = [passage_from_record(r) for r in result.get("passages", [])]
+            outcome = {"status": "ok", "passages": [passage_record(p) for p in passages],
+                       "degraded": [str(d) for d in result.get("degraded", [])]}
+        except CitadelError as error:
+            outcome = {"status": "failed", "error": error.code, "passages": []}
+        except Exception:
+            log.exception("step %s of run %s failed", step.id, state.run_id)
+            outcome = {"status": "failed", "error": "internal_error", "passages": []}
+        emit_span(state.run_id, f"step:{step.id}", (time.perf_counter() - started) * 1000.0,
+                  [p["chunk_id"] for p in outcome["passages"]], tool=step.tool, status=outcome["status"])
+        return outcome
+
+    def _finish_step(self, state: RunState, step: Step, result: dict[str, Any]) -> None:
+        passages = [passage_from_record(r) for r in result["passages"]]
+        tokens = count_tokens(step.ask) + passage_tokens(passages)
+        record = self._record(state, f"step:{step.id}", {**result, "id": step.id, "tool": step.tool, "ask": step.ask,
+                                                        "call": self.tools.call_key(step), "tokens": tokens})
+        state.meter.add(int(record.get("tokens", 0)))
+        self._emit(state, EventType.PROGRESS, f"step:{step.id}", {
+            "stage": "step", "step_id": step.id, "ask": step.ask, "status": record["status"],
+            "error": record.get("error"), "chunk_ids": [p["chunk_id"] for p in record["passages"]]})
+
+    def _stop(self, state: RunState, reason: str) -> str:
+        record = self._record(state, "stop", {"reason": reason})
+        self._emit(state, EventType.PROGRESS, "stop", {"stage": "stopped", "reason": record["reason"]})
+        return record["reason"]
+
+    # ------------------------------------------------------------------ reflection
+    def _reflect(self, state: RunState) -> tuple[str, Reflection]:
+        """The next reflection and the action code takes on it, both recorded before anything acts
+        on them (a resumed run replays the recorded action); the no-new-evidence count updated."""
+        key = f"reflect:{state.reflections + 1}"
+        record = state.records.get(key)
+        if record is None:
+            made = self._make_reflection(state)
+            made["action"] = self._action(state, Reflection.model_validate(made["reflection"]))
+            record = self._record(state, key, made)
+        state.reflections += 1
+        count = int(record.get("evidence", 0))
+        state.no_new_rounds = state.no_new_rounds + 1 if count <= state.evidence_counts[-1] else 0
+        state.evidence_counts.append(count)
+        reflection = Reflection.model_validate(record["reflection"])
+        self._emit(state, EventType.PROGRESS, key, {"stage": "reflection", "skipped": record.get("skipped", False),
+                                                    "action": record["action"], **reflection.to_dict()})
+        return record["action"], reflection
+
+    def _make_reflection(self, state: RunState) -> dict[str, Any]:
+        evidence = self._evidence(state)
+        plan = state.plans[-1]
+        spent = state.meter.spent
+        if skip_reflection(state.run.question, plan.done_when, evidence.passages, evidence.idf):
+            reflection, skipped, fallback = Reflection(sufficient=True, next=FINISH), True, None
+        else:
+            skipped, fallback = False, None
+            try:
+                reflection = self.planner.reflect(state.run.question, plan, evidence)
+            except (PlanInvalid, Unavailable) as error:  # the rules still read the evidence
+                reflection, fallback = self._rules.reflect(state.run.question, plan, evidence), error.message
+        return {"reflection": reflection.to_dict(), "skipped": skipped, "fallback": fallback,
+                "evidence": len(evidence.passages), "tokens": state.meter.spent - spent}
+
+    def _action(self, state: RunState, reflection: Reflection) -> str:
+        """What code does with a reflection: "continue" with nothing left to run is "finish"; a
+        search with no search tool is "finish"."""
+        if reflection.next == CONTINUE and not state.pending():
+            return FINISH
+        if reflection.next == SEARCH_NEXT and SEARCH not in self.tools.names():
+            return FINISH
+        if reflection.next == REPLAN and len(state.plans) > MAX_REPLANS:
+            return FINISH
+        return reflection.next
+
+    def _act(self, state: RunState, action: str, reflection: Reflection) -> str | None:
+        """Apply a reflection's action: add its search, or re-plan (a failed re-plan stops the run)."""
+        if action == SEARCH_NEXT:
+            # "." never occurs in a planner's ids, so this id cannot collide with a planned step.
+            step_id = f"r{state.reflections}.search"
+            state.graph[step_id] = Step(id="r", ask=reflection.next_query, tool=SEARCH,
+                                        args={"query": reflection.next_query}).model_copy(update={"id": step_id})
+        elif action == REPLAN and self._plan(state, len(state.plans), tuple(reflection.gaps)) is None:
+            return self._stop(state, REPLAN_FAILED)
+        return None
+
+    def _evidence(self, state: RunState, pending: bool = True) -> EvidenceSet:
+        passages = gathered(state.step_records())
+        documents = {p.document_id for p in passages}
+        records = {d: self.answers.catalog.get_document(state.principal.tenant_id, d) for d in sorted(documents)}
+        partition = self.answers.partitions.get(state.principal.tenant_id)
+        idf = term_idf(partition) if partition is not None else None
+        return EvidenceSet(tuple(passages), records, idf, tuple(s.ask for s in state.pending()) if pending else (),
+                           state.meter, self.today())
+
+    # ------------------------------------------------------------------ synthesis and delivery
+    def _synthesize(self, state: RunState, stop: str | None) -> None:
+        record = state.records.get("answer")
+        evidence = self._evidence(state, pending=False) if record is None else None
+        if evidence is not None and stop == CANCELLED:
+            record = self._cancelled_answer(state, self._missing(state, evidence))
+        elif evidence is not None:
+            conflicts = resolved_conflicts(evidence.passages, evidence.records, evidence.today)
+            ruled_out = superseded_documents(conflicts)
+            passages = [p for p in evidence.passages if p.document_id not in ruled_out]
+            response = self.answers.compose_from(state.principal, state.run.question, passages, state.run_id)
+            tokens = count_tokens(state.run.question) + passage_tokens(passages) + count_tokens(response.answer)
+            record = answer_record(response, self._missing(state, evidence), tokens)
+            # A resolution is reported where the answer rests on the version that won it.
+            cited = {c["document_id"] for c in record["citations"]}
+            resolved = [{**c, "note": resolution_note(c, evidence.records)} for c in conflicts
+                        if c["resolved_to"] in cited]
+            if resolved and not response.refused:
+                record["answer"] = " ".join([record["answer"], *(c["note"] for c in resolved if c["note"])])
+            record["conflicts"] = [*record["conflicts"], *resolved]
+            record = self._record(state, "answer", record)
+        self._deliver(state, record, stop, AGENTIC)
+
+    def _missing(self, state: RunState, evidence: EvidenceSet) -> list[str]:
+        """The checklist parts (of the first plan), and the asks of steps that failed or never ran,
+        that no evidence passage covers."""
+        first = state.plans[0].done_when if state.plans else ()
+        checklist = list(first) or [state.run.question]
+        unanswered = [s.ask for s, r in state.step_records() if r.get("status") != "ok"]
+        unanswered += [s.ask for s in state.pending()]
+        parts = list(dict.fromkeys(checklist + unanswered))
+        return distinct_parts(uncovered_parts(parts, evidence.passages, evidence.idf))
+
+    def _cancelled_answer(self, state: RunState, missing: list[str]) -> dict[str, Any]:
+        return self._record(state, "answer", {"answer": "", "refused": True, "reason": CANCELLED, "citations": [],
+                                              "conflicts": [], "degraded": [], "missing": missing, "tokens": 0})
+
+    def _deliver(self, state: RunState, record: dict[str, Any], stop: str | None, path: str) -> None:
+        """Token and citation events, then the authoritative final event, then the run's status."""
+        for index, piece in enumerate(token_pieces(record["answer"])):
+            self._emit(state, EventType.TOKEN, f"token:{index}", {"text": piece})
+        for number, citation in enumerate(record["citations"], start=1):
+            self._emit(state, EventType.CITATION, f"citation:{number}", {"number": number, **citation})
+        self._emit(state, EventType.FINAL, "final", {
+            "answer": record["answer"], "refused": record["refused"], "reason": record["reason"],
+            "citations": record["citations"], "conflicts": record["conflicts"], "degraded": record["degraded"],
+            "path": path, "stop_reason": stop, "missing": record["missing"], "steps": state.executed()})
+        status = (RunStatus.SUCCEEDED if stop is None else RunStatus.CANCELLED if stop == CANCELLED
+                  else RunStatus.STOPPED)
+        self.store.update(state.run_id, status=status, stop_reason=stop)
+
+    def _fail(self, state: RunState, error: Exception) -> None:
+        """An error outside any step: the run fails with an error event (a CitadelError's own code and
+        message; anything else is `internal_error`, its details in the server log)."""
+        if isinstance(error, CitadelError):
+            code, message = error.code, error.message
+        else:
+            log.exception("run %s failed", state.run_id, exc_info=error)
+            code, message = "internal_error", "the run failed"
+        self._emit(state, EventType.ERROR, "error", {"code": code, "message": message})
+        self.store.update(state.run_id, status=RunStatus.FAILED, stop_reason=code)
+
+    # ------------------------------------------------------------------ the store
+    def _record(self, state: RunState, key: str, result: dict[str, Any]) -> dict[str, Any]:
+        """Record a decision or result; the first record wins (a resumed run reads the stored one)."""
+        stored = self.store.record_step(state.run_id, key, result)
+        state.records[key] = stored
+        return stored
+
+    def _emit(self, state: RunState, type: EventType, key: str, data: dict[str, Any]) -> None:
+        """Append an event once: one whose key is already in the log is not appended again."""
+        if key in state.emitted:
+            return
+        self.store.append(state.run_id, type, {"key": key, **data})
+        state.emitted.add(key)
+
+
+# ---------------------------------------------------------------------- helpers
+def qualified(plan: Plan, prefix: str) -> Plan:
+    """The plan with its step ids prefixed (a re-plan's "s1" is not the first plan's "s1"); a need
+    naming a step of the same plan follows the rename, one naming a finished step keeps its id."""
+    if not prefix:
+        return plan
+    own = {s.id for s in plan.steps}
+    steps = tuple(s.model_copy(update={"id": prefix + s.id,
+                                       "needs": tuple(prefix + n if n in own else n for n in s.needs)})
+                  for s in plan.steps)
+    return plan.model_copy(update={"steps": steps})
+
+
+def gathered(step_records: list[tuple[Step, dict[str, Any]]]) -> list[Passage]:
+    """The passages of the successful steps, taken in turn from each step (best first within a
+    step) so every sub-question is represented among the first sources; each chunk once."""
+    lists = [[passage_from_record(p) for p in record.get("passages", [])]
+             for _, record in step_records if record.get("status") == "ok"]
+    seen: set[str] = set()
+    passages: list[Passage] = []
+    for rank in range(max((len(ps) for ps in lists), default=0)):
+        for ps in lists:
+            if rank < len(ps) and ps[rank].chunk_id not in seen:
+                seen.add(ps[rank].chunk_id)
+                passages.append(ps[rank])
+    return passages
+
+
+def answer_record(response, missing: list[str], tokens: int) -> dict[str, Any]:
+    """What the run keeps of an answer (the answer service's response) for its final event."""
+    return {"answer": response.answer, "refused": response.refused, "reason": response.reason,
+            "citations": [dict(c) for c in response.citations], "conflicts": [dict(c) for c in response.conflicts],
+            "degraded": [str(d) for d in response.degraded], "missing": list(missing), "tokens": tokens}
+
+
+def token_pieces(answer: str) -> list[str]:
+    """The answer in pieces of a few words; joined, they are the answer exactly."""
+    words = answer.split(" ")
+    if not answer:
+        return []
+    size = max(WORDS_PER_TOKEN_EVENT, math.ceil(len(words) / MAX_TOKEN_EVENTS))
+    groups = [" ".join(words[i:i + size]) for i in range(0, len(words), size)]
+    return [groups[0], *(" " + g for g in groups[1:])]

@@ -1,0 +1,157 @@
+"""The tools a step may call, and the step executor that calls them (DESIGN.md §10).
+
+Minimal here: the `search` tool (tier T0, read) retrieves for the run's principal through the
+`PassageRetriever` protocol, so every passage is ACL-scoped and live-checked as on the single-shot
+path. A step gets only the tool it names (`ToolRegistry.for_step`); asking that view for another
+tool is refused. The approvals issue brings the full registry: risk tiers T1/T2, the policy engine,
+idempotency keys written where the target system can read them.
+
+A step's call carries `request_id` = "<run_id>:<step_id>": derived from run and step, so a step
+repeated after a crash would present the same key to a system that deduplicates.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any, Protocol
+
+from citadel.agent.evidence import passage_record
+from citadel.agent.plan import MAX_QUERY_CHARS, Step
+from citadel.errors import Forbidden, InvalidRequest
+from citadel.retrieval.retriever import PassageRetriever
+from citadel.types import Principal
+
+SEARCH = "search"
+DEFAULT_SEARCH_TOP_K = 8
+MAX_SEARCH_TOP_K = 20
+
+
+class ToolTier(StrEnum):
+    T0 = "T0"  # read
+    T1 = "T1"  # reversible write (runs at once, a sample audited later)
+    T2 = "T2"  # money or hard to undo (a person approves)
+
+
+class ToolNotAllowed(Forbidden):
+    """A step called a tool it does not name."""
+
+    code = "tool_not_allowed"
+
+
+class InvalidToolArgs(InvalidRequest):
+    code = "invalid_tool_args"
+
+
+class Tool(Protocol):
+    name: str
+    tier: ToolTier
+
+    def arguments(self, ask: str, args: Mapping[str, Any]) -> dict[str, Any]:
+        """The call's effective arguments (defaults filled in from the step's `ask`), checked:
+        InvalidToolArgs for anything the tool does not accept. Equal results are one call."""
+
+    def run(self, principal: Principal, arguments: Mapping[str, Any], request_id: str) -> dict[str, Any]:
+        """Do the work on behalf of `principal`; a JSON-able result."""
+
+
+class SearchTool:
+    """Retrieve passages for the principal (ACL-scoped, live-checked): the agentic path's one read."""
+
+    name = SEARCH
+    tier = ToolTier.T0
+
+    def __init__(self, retriever: PassageRetriever, top_k: int = DEFAULT_SEARCH_TOP_K):
+        self.retriever = retriever
+        self.top_k = max(1, min(top_k, MAX_SEARCH_TOP_K))
+
+    def arguments(self, ask: str, args: Mapping[str, Any]) -> dict[str, Any]:
+        unknown = sorted(set(args) - {"query", "top_k"})
+        if unknown:
+            raise InvalidToolArgs(f"search takes query and top_k, not {unknown}")
+        query = args.get("query") or ask
+        if not isinstance(query, str) or not query.strip() or len(query) > MAX_QUERY_CHARS:
+            raise InvalidToolArgs(f"search needs a query of 1 to {MAX_QUERY_CHARS} characters")
+        top_k = args.get("top_k", self.top_k)
+        if isinstance(top_k, bool) or not isinstance(top_k, int) or not 1 <= top_k <= MAX_SEARCH_TOP_K:
+            raise InvalidToolArgs(f"search top_k must be an integer from 1 to {MAX_SEARCH_TOP_K}")
+        return {"query": " ".join(query.split()), "top_k": top_k}
+
+    def run(self, principal: Principal, arguments: Mapping[str, Any], request_id: str) -> dict[str, Any]:
+        result = self.retriever.retrieve(principal, arguments["query"], top_k=arguments["top_k"],
+                                         request_id=request_id)
+        return {"passages": [passage_record(p) for p in result.passages], "degraded": list(result.degraded)}
+
+
+class StepTools:
+    """The tools one step may call: only those it names."""
+
+    def __init__(self, tools: Mapping[str, Tool], allowed: Iterable[str]):
+        self._tools = {name: tools[name] for name in allowed if name in tools}
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return tuple(self._tools)
+
+    def call(self, name: str, principal: Principal, ask: str, args: Mapping[str, Any],
+             request_id: str) -> dict[str, Any]:
+        tool = self._tools.get(name)
+        if tool is None:
+            raise ToolNotAllowed(f"this step may call {sorted(self._tools)}, not {name!r}")
+        return tool.run(principal, tool.arguments(ask, args), request_id)
+
+
+class ToolRegistry:
+    """The tools of this process, by name."""
+
+    def __init__(self, tools: Iterable[Tool]):
+        self._tools = {tool.name: tool for tool in tools}
+
+    def names(self) -> tuple[str, ...]:
+        return tuple(self._tools)
+
+    def check_args(self, name: str, args: Mapping[str, Any]) -> None:
+        """For plan validation: the named tool accepts these arguments (InvalidToolArgs if not)."""
+        tool = self._tools.get(name)
+        if tool is None:
+            raise InvalidToolArgs(f"no tool named {name!r}")
+        tool.arguments("-", args)  # a placeholder ask: only explicit arguments are checked here
+
+    def call_key(self, step: Step) -> str:
+        """The call a step makes, canonically: equal keys are one identical call repeated."""
+        tool = self._tools.get(step.tool)
+        try:
+            arguments = tool.arguments(step.ask, step.args) if tool is not None else dict(step.args)
+        except InvalidRequest:
+            arguments = dict(step.args)
+        return json.dumps([step.tool, arguments], sort_keys=True)
+
+    def for_step(self, step: Step) -> StepTools:
+        return StepTools(self._tools, [step.tool])
+
+
+# ---------------------------------------------------------------------- executing a step
+@dataclass(frozen=True)
+class StepContext:
+    run_id: str
+    principal: Principal
+
+    def request_id(self, step: Step) -> str:
+        """The step's idempotency key: derived from run and step, the same on every attempt."""
+        return f"{self.run_id}:{step.id}"
+
+
+class StepExecutor(Protocol):
+    """Runs one step with the tools it may use; a JSON-able result ({"passages": [...]} for search).
+    Injectable, so a test can count executions or hold steps at a barrier."""
+
+    def execute(self, context: StepContext, step: Step, tools: StepTools) -> dict[str, Any]: ...
+
+
+class ToolStepExecutor:
+    """The default executor: the step's one tool, called with its arguments."""
+
+    def execute(self, context: StepContext, step: Step, tools: StepTools) -> dict[str, Any]:
+        return tools.call(step.tool, context.principal, step.ask, step.args, context.request_id(step))

@@ -1,0 +1,188 @@
+"""Conversations and what is derived from them (DESIGN.md §10): messages, the summary of older turns,
+and what a user asked to be remembered.
+
+Every summary line names the source it came from (document and version), so the line can be dropped
+when the user can no longer read that source; a memory is the user's own words, stored for that user
+alone and never cited for policy or figures. Deleting a conversation deletes everything derived from
+it (its messages, its summary, the memories taken from it).
+
+Backends implement `ConversationStore` and pass one conformance suite: in process
+(`MemoryConversationStore`) and SQLite. Reads are scoped by the caller (the services check that the
+conversation is the verified user's before anything else).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Callable, Protocol, runtime_checkable
+
+if TYPE_CHECKING:
+    from citadel.config import CitadelConfig
+
+Clock = Callable[[], float]
+
+USER = "user"
+ASSISTANT = "assistant"
+FROM_USER = "user"  # the source of a memory: the user said it, no document did
+
+
+@dataclass(frozen=True)
+class Conversation:
+    conversation_id: str
+    tenant_id: str
+    user_id: str
+    created_at: float = 0.0
+
+
+@dataclass(frozen=True)
+class SourceRef:
+    """A document at a version: what a summary line or an answer drew on."""
+
+    document_id: str
+    version: int
+
+
+@dataclass(frozen=True)
+class Message:
+    conversation_id: str
+    role: str  # USER or ASSISTANT
+    content: str
+    run_id: str | None = None
+    sources: tuple[SourceRef, ...] = ()
+    seq: int = 0  # assigned by the store: 1, 2, 3 … per conversation
+    at: float = 0.0
+
+
+@dataclass(frozen=True)
+class SummaryLine:
+    text: str
+    source: SourceRef | None  # None only for a line from the user's own words
+
+
+@dataclass(frozen=True)
+class Memory:
+    memory_id: str
+    tenant_id: str
+    user_id: str
+    text: str
+    conversation_id: str  # where it was said: deleting that conversation deletes it
+    origin: str = FROM_USER
+    at: float = 0.0
+
+
+@runtime_checkable
+class ConversationStore(Protocol):
+    def create(self, conversation: Conversation) -> Conversation: ...
+
+    def get(self, conversation_id: str) -> Conversation | None: ...
+
+    def delete(self, conversation_id: str) -> bool:
+        """Delete the conversation, its messages, its summary and the memories taken from it."""
+
+    def add_message(self, message: Message) -> Message:
+        """Append a message (its seq and time from the store)."""
+
+    def messages(self, conversation_id: str) -> list[Message]: ...
+
+    def set_summary(self, conversation_id: str, lines: list[SummaryLine], through_seq: int) -> None:
+        """Replace the summary of the messages up to `through_seq`."""
+
+    def summary(self, conversation_id: str) -> tuple[list[SummaryLine], int]:
+        """(lines, the last message seq they cover); ([], 0) when there is none."""
+
+    def remember(self, memory: Memory) -> Memory: ...
+
+    def memories(self, tenant_id: str, user_id: str) -> list[Memory]: ...
+
+    def close(self) -> None:
+        """Release the backend's connections (a no-op in process)."""
+
+
+@dataclass
+class _Thread:
+    conversation: Conversation
+    messages: list[Message] = field(default_factory=list)
+    summary: list[SummaryLine] = field(default_factory=list)
+    summary_through: int = 0
+
+
+class MemoryConversationStore:
+    """In-process conversations, for tests and the one-process default."""
+
+    def __init__(self, clock: Clock):
+        self._now = clock
+        self._lock = threading.Lock()
+        self._threads: dict[str, _Thread] = {}
+        self._memories: dict[str, Memory] = {}
+
+    def create(self, conversation: Conversation) -> Conversation:
+        with self._lock:
+            if conversation.conversation_id in self._threads:
+                raise ValueError(f"conversation {conversation.conversation_id!r} exists")
+            stored = replace(conversation, created_at=self._now())
+            self._threads[conversation.conversation_id] = _Thread(stored)
+            return stored
+
+    def get(self, conversation_id: str) -> Conversation | None:
+        with self._lock:
+            thread = self._threads.get(conversation_id)
+            return thread.conversation if thread else None
+
+    def delete(self, conversation_id: str) -> bool:
+        with self._lock:
+            self._memories = {k: m for k, m in self._memories.items() if m.conversation_id != conversation_id}
+            return self._threads.pop(conversation_id, None) is not None
+
+    def add_message(self, message: Message) -> Message:
+        with self._lock:
+            thread = self._threads[message.conversation_id]
+            stored = replace(message, seq=len(thread.messages) + 1, at=self._now())
+            thread.messages.append(stored)
+            return stored
+
+    def messages(self, conversation_id: str) -> list[Message]:
+        with self._lock:
+            thread = self._threads.get(conversation_id)
+            return list(thread.messages) if thread else []
+
+    def set_summary(self, conversation_id: str, lines: list[SummaryLine], through_seq: int) -> None:
+        with self._lock:
+            thread = self._threads[conversation_id]
+            thread.summary, thread.summary_through = list(lines), through_seq
+
+    def summary(self, conversation_id: str) -> tuple[list[SummaryLine], int]:
+        with self._lock:
+            thread = self._threads.get(conversation_id)
+            return (list(thread.summary), thread.summary_through) if thread else ([], 0)
+
+    def remember(self, memory: Memory) -> Memory:
+        with self._lock:
+            if memory.conversation_id not in self._threads:
+                raise KeyError(memory.conversation_id)
+            stored = replace(memory, at=self._now())
+            self._memories[memory.memory_id] = stored
+            return stored
+
+    def memories(self, tenant_id: str, user_id: str) -> list[Memory]:
+        with self._lock:
+            return [m for m in self._memories.values() if m.tenant_id == tenant_id and m.user_id == user_id]
+
+    def close(self) -> None:
+        return None
+
+
+def make_conversation_store(config: CitadelConfig, clock: Clock | None = None,
+                            backend: str | None = None) -> ConversationStore:
+    """Conversations in SQLite at `config.runs_path` (beside the SQLite runs); in process only when
+    `backend="memory"` is asked for. The SQLite store has a `close()`."""
+    now = clock or time.time
+    chosen = backend or "sqlite"
+    if chosen == "memory":
+        return MemoryConversationStore(now)
+    if chosen == "sqlite":
+        from citadel.state.conversations_sqlite import SQLiteConversationStore
+
+        return SQLiteConversationStore(config.runs_path, now)
+    raise ValueError(f"unknown conversation store backend {backend!r} (memory or sqlite)")

@@ -1,0 +1,191 @@
+"""The runs endpoint family (DESIGN.md §10): conversations, messages that start runs, a run's state and
+its replayable event log, cancellation, and feedback on answers.
+
+Everything is scoped to the verified user: another user's conversation or run is 404, like a missing
+one, so ids cannot be probed. A message starts a run on this process's worker pool and returns at
+once (202); the run records every step before the next, so when this process dies another adopts the
+run once its lease expires (`adopt_orphans`, on a timer) and continues from the last recorded step.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import uuid
+from concurrent.futures import Executor
+from typing import Any, Callable
+
+from citadel.catalog.base import Catalog
+from citadel.config import CitadelConfig
+from citadel.errors import InvalidRequest, NotFound, PayloadTooLarge
+from citadel.state.conversations import ASSISTANT, USER, Conversation, ConversationStore, Message, SourceRef
+from citadel.state.runs import TERMINAL_EVENTS, EventType, Run, RunEvent, RunStore
+from serving.services.access import Caller
+
+log = logging.getLogger(__name__)
+
+FEEDBACK_VOTES = ("up", "down")
+FEEDBACK_REASONS = ("wrong_source", "incomplete", "outdated", "other")
+MAX_FEEDBACK_COMMENT_CHARS = 2_000
+# How long one long-poll of a run's events waits before the stream sends a keep-alive.
+EVENT_WAIT_S = 10.0
+# Event data fields for the orchestrator's own bookkeeping (replay de-duplication), not for clients.
+INTERNAL_EVENT_FIELDS = ("key",)
+
+
+class RunsService:
+    def __init__(self, config: CitadelConfig, runs: RunStore, conversations: ConversationStore, catalog: Catalog,
+                 drive: Callable[[str, str], Run], pool: Executor, owner: str | None = None):
+        """`drive(run_id, owner)` works a run to its end under its lease (the orchestrator's)."""
+        self.config = config
+        self.runs = runs
+        self.conversations = conversations
+        self.catalog = catalog
+        self._drive = drive
+        self._pool = pool
+        self.owner = owner or f"replica-{uuid.uuid4().hex[:12]}"
+        self._running: dict[str, Any] = {}
+        self._lock = threading.Lock()
+
+    # ------------------------------------------------------------------ conversations
+    def create_conversation(self, caller: Caller) -> dict:
+        principal = caller.principal
+        conversation = self.conversations.create(Conversation(uuid.uuid4().hex, principal.tenant_id,
+                                                              principal.user_id))
+        return {"conversation_id": conversation.conversation_id}
+
+    def delete_conversation(self, caller: Caller, conversation_id: str) -> dict:
+        """The conversation and everything derived from it: messages, summary, memories taken from it."""
+        self._own_conversation(caller, conversation_id)
+        self.conversations.delete(conversation_id)
+        return {"conversation_id": conversation_id, "deleted": True}
+
+    def post_message(self, caller: Caller, conversation_id: str, content: str) -> dict:
+        """Record the user's message and start a run answering it; returns its id at once."""
+        if len(content) > self.config.agent.max_message_chars:
+            raise PayloadTooLarge(f"a message holds at most {self.config.agent.max_message_chars:,} characters")
+        if not content.strip():
+            raise InvalidRequest("the message is empty")
+        self._own_conversation(caller, conversation_id)
+        principal = caller.principal
+        run = self.runs.create(Run(uuid.uuid4().hex, principal.tenant_id, principal.user_id, conversation_id,
+                                   content, groups=tuple(sorted(principal.groups))))
+        self.conversations.add_message(Message(conversation_id, USER, content, run.run_id))
+        self._start(run.run_id)
+        return {"run_id": run.run_id}
+
+    # ------------------------------------------------------------------ runs
+    def run(self, caller: Caller, run_id: str) -> dict:
+        """Status, path, stop reason and the recorded steps (without their results' bodies)."""
+        run = self._own_run(caller, run_id)
+        steps = self.runs.steps(run_id)
+        return {**_public_run(run), "steps": [{"id": step_id, "status": record.get("status", "done")}
+                                               for step_id, record in steps.items()]}
+
+    def events(self, caller: Caller, run_id: str, after_seq: int = 0) -> list[dict]:
+        self._own_run(caller, run_id)
+        return [_public_event(e) for e in self.runs.events(run_id, after_seq)]
+
+    def wait_events(self, caller: Caller, run_id: str, after_seq: int, timeout_s: float = EVENT_WAIT_S) -> list[dict]:
+        """Events after `after_seq`, waiting up to `timeout_s` for the next one (for the event stream)."""
+        self._own_run(caller, run_id)
+        return [_public_event(e) for e in self.runs.wait(run_id, after_seq, timeout_s)]
+
+    def cancel(self, caller: Caller, run_id: str) -> dict:
+        """Ask the run to stop: the orchestrator checks between steps and still answers with what it found."""
+        run = self._own_run(caller, run_id)
+        self.runs.request_cancel(run_id)
+        return {"run_id": run_id, "status": str(run.status), "cancel_requested": True}
+
+    # ------------------------------------------------------------------ feedback
+    def feedback(self, caller: Caller, answer_id: str, vote: str, reason: str | None, comment: str) -> dict:
+        """A vote on one of the caller's own answers, stored with the sources and versions it cited."""
+        if vote not in FEEDBACK_VOTES:
+            raise InvalidRequest(f"vote is one of {FEEDBACK_VOTES}")
+        if reason is not None and reason not in FEEDBACK_REASONS:
+            raise InvalidRequest(f"reason is one of {FEEDBACK_REASONS}")
+        if len(comment) > MAX_FEEDBACK_COMMENT_CHARS:
+            raise PayloadTooLarge(f"a comment holds at most {MAX_FEEDBACK_COMMENT_CHARS:,} characters")
+        principal = caller.principal
+        entry = self.catalog.answer_entry(answer_id, principal.tenant_id, principal.user_id)
+        if entry is None:
+            raise NotFound(f"no answer {answer_id!r}")
+        sources = [{"document_id": c["document_id"], "version": c["version"]}
+                   for c in entry["response"].get("citations", [])]
+        feedback_id = self.catalog.record_feedback(answer_id, principal.tenant_id, principal.user_id, vote, reason,
+                                                   comment, sources)
+        return {"feedback_id": feedback_id, "answer_id": answer_id, "sources": sources}
+
+    # ------------------------------------------------------------------ running
+    def adopt_orphans(self, limit: int = 20) -> list[str]:
+        """Start the unfinished runs whose lease expired (their process died) or was never taken."""
+        adopted = [run_id for run_id in self.runs.orphans(limit) if self._start(run_id)]
+        if adopted:
+            log.warning("adopted %d orphaned run(s): %s", len(adopted), adopted)
+        return adopted
+
+    def wait_for_runs(self, timeout_s: float) -> None:
+        """Tests and shutdown: let the runs this process started finish."""
+        with self._lock:
+            futures = list(self._running.values())
+        for future in futures:
+            future.result(timeout_s)
+
+    def _start(self, run_id: str) -> bool:
+        with self._lock:
+            if run_id in self._running:
+                return False
+            self._running[run_id] = self._pool.submit(self._work, run_id)
+            return True
+
+    def _work(self, run_id: str) -> None:
+        try:
+            run = self._drive(run_id, self.owner)
+            self._record_answer(run)
+        except Exception:  # the run's own log says what failed; the worker must not die loudly
+            log.exception("run %s failed outside the orchestrator", run_id)
+        finally:
+            with self._lock:
+                self._running.pop(run_id, None)
+
+    def _record_answer(self, run: Run) -> None:
+        """The assistant's turn in the conversation, from the run's final event, once."""
+        final = next((e for e in reversed(self.runs.events(run.run_id)) if e.type == EventType.FINAL), None)
+        if final is None:
+            return
+        if any(m.run_id == run.run_id and m.role == ASSISTANT for m in self.conversations.messages(run.conversation_id)):
+            return
+        sources = tuple(SourceRef(c["document_id"], int(c["version"])) for c in final.data.get("citations", []))
+        self.conversations.add_message(Message(run.conversation_id, ASSISTANT, str(final.data.get("answer", "")),
+                                               run.run_id, sources))
+
+    # ------------------------------------------------------------------ scope
+    def _own_conversation(self, caller: Caller, conversation_id: str) -> Conversation:
+        conversation = self.conversations.get(conversation_id)
+        principal = caller.principal
+        if conversation is None or (conversation.tenant_id, conversation.user_id) != (principal.tenant_id,
+                                                                                     principal.user_id):
+            raise NotFound(f"no conversation {conversation_id!r}")
+        return conversation
+
+    def _own_run(self, caller: Caller, run_id: str) -> Run:
+        run = self.runs.get(run_id)
+        principal = caller.principal
+        if run is None or (run.tenant_id, run.user_id) != (principal.tenant_id, principal.user_id):
+            raise NotFound(f"no run {run_id!r}")
+        return run
+
+
+def _public_run(run: Run) -> dict:
+    return {"run_id": run.run_id, "conversation_id": run.conversation_id, "status": str(run.status),
+            "path": run.path, "stop_reason": run.stop_reason, "created_at": run.created_at,
+            "updated_at": run.updated_at}
+
+
+def _public_event(event: RunEvent) -> dict:
+    data = {k: v for k, v in event.data.items() if k not in INTERNAL_EVENT_FIELDS}
+    return {"seq": event.seq, "type": str(event.type), "data": data}
+
+
+def is_terminal(event: dict) -> bool:
+    return event["type"] in TERMINAL_EVENTS

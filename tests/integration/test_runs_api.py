@@ -1,0 +1,124 @@
+"""The runs API over HTTP (issue 15, fused in-process services, no Ray): conversations scoped to their
+user, a message starting a run, its events as JSON and as Server-Sent Events replayed from any seq,
+cancellation, feedback stored with the cited versions, and clear errors for bad input."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+
+from tests.integration.test_api import client_for
+
+QUESTION = "What is the hotel limit per night in London?"
+
+
+@pytest.fixture
+def client(home):
+    with client_for(home) as c:
+        yield c
+    c.app.state.services.runs.wait_for_runs(60)
+
+
+def _run_to_the_end(client, home, content=QUESTION, **user) -> tuple[str, str, list[dict]]:
+    created = client.post("/v1/conversations", headers=home.headers(**user))
+    assert created.status_code == 201, created.text
+    conversation = created.json()["conversation_id"]
+    posted = client.post(f"/v1/conversations/{conversation}/messages", json={"content": content},
+                         headers=home.headers(**user))
+    assert posted.status_code == 202, posted.text
+    run_id = posted.json()["run_id"]
+    client.app.state.services.runs.wait_for_runs(60)
+    events = client.get(f"/v1/runs/{run_id}/events", headers={**home.headers(**user), "accept": "application/json"})
+    assert events.status_code == 200, events.text
+    return conversation, run_id, events.json()
+
+
+def _sse(text: str) -> list[dict]:
+    """The events of a Server-Sent Events body, checking each `id:` is its event's seq."""
+    events = []
+    for block in text.split("\n\n"):
+        fields = dict(line.split(": ", 1) for line in block.splitlines() if line and not line.startswith(":"))
+        if fields:
+            event = json.loads(fields["data"])
+            assert int(fields["id"]) == event["seq"] and fields["event"] == event["type"]
+            events.append(event)
+    return events
+
+
+def test_a_message_starts_a_run_whose_events_end_in_one_final(client, home):
+    _, run_id, events = _run_to_the_end(client, home)
+    assert [e["seq"] for e in events] == list(range(1, len(events) + 1))
+    finals = [e for e in events if e["type"] == "final"]
+    assert len(finals) == 1 and events[-1] is finals[0]
+    single_shot = client.post("/v1/answer", json={"question": QUESTION}, headers=home.headers()).json()
+    assert finals[0]["data"]["answer"] == single_shot["answer"] and finals[0]["data"]["citations"]
+    assert all("key" not in e["data"] for e in events)  # the orchestrator's bookkeeping stays inside
+    run = client.get(f"/v1/runs/{run_id}", headers=home.headers()).json()
+    assert run["status"] == "succeeded" and run["path"] in ("single_shot", "agentic") and run["steps"]
+
+
+def test_replay_after_a_seq_gives_every_later_event_once_over_sse(client, home):
+    _, run_id, events = _run_to_the_end(client, home)
+    cut = min(2, len(events) - 1)
+    replay = client.get(f"/v1/runs/{run_id}/events?after_seq={cut}", headers=home.headers())
+    assert replay.status_code == 200 and replay.headers["content-type"].startswith("text/event-stream")
+    assert _sse(replay.text) == events[cut:]
+    resumed = client.get(f"/v1/runs/{run_id}/events", headers={**home.headers(), "last-event-id": str(cut)})
+    assert _sse(resumed.text) == events[cut:]
+
+
+def test_another_users_conversation_and_run_are_404(client, home):
+    conversation, run_id, _ = _run_to_the_end(client, home)
+    bob = home.headers(user="bob")
+    assert client.get(f"/v1/runs/{run_id}", headers=bob).status_code == 404
+    assert client.get(f"/v1/runs/{run_id}/events", headers=bob).status_code == 404
+    assert client.post(f"/v1/runs/{run_id}:cancel", headers=bob).status_code == 404
+    assert client.post(f"/v1/conversations/{conversation}/messages", json={"content": "hi"},
+                       headers=bob).status_code == 404
+    assert client.delete(f"/v1/conversations/{conversation}", headers=bob).status_code == 404
+    assert client.post(f"/v1/answers/{run_id}/feedback", json={"vote": "down"}, headers=bob).status_code == 404
+    assert client.get("/v1/runs/no-such-run", headers=home.headers()).status_code == 404
+
+
+def test_bad_messages_get_clear_errors(client, home):
+    conversation = client.post("/v1/conversations", headers=home.headers()).json()["conversation_id"]
+    limit = home.config.agent.max_message_chars
+    too_long = client.post(f"/v1/conversations/{conversation}/messages", json={"content": "x" * (limit + 1)},
+                           headers=home.headers())
+    assert too_long.status_code == 413 and too_long.json()["error"]["code"] == "payload_too_large"
+    empty = client.post(f"/v1/conversations/{conversation}/messages", json={"content": "  "}, headers=home.headers())
+    assert empty.status_code == 422
+    assert client.post(f"/v1/conversations/{conversation}/messages", json={},
+                       headers=home.headers()).status_code == 422
+
+
+def test_feedback_is_stored_with_the_cited_versions(client, home):
+    _, run_id, events = _run_to_the_end(client, home)
+    cited = [{"document_id": c["document_id"], "version": c["version"]} for c in events[-1]["data"]["citations"]]
+    response = client.post(f"/v1/answers/{run_id}/feedback", json={"vote": "down", "reason": "outdated",
+                                                                   "comment": "the limit changed"},
+                           headers=home.headers())
+    assert response.status_code == 200, response.text
+    assert response.json()["sources"] == cited
+    [row] = client.app.state.services.wiring.catalog.feedback("acme")
+    assert row["answer_id"] == run_id and row["sources"] == cited and row["reason"] == "outdated"
+    bad = client.post(f"/v1/answers/{run_id}/feedback", json={"vote": "sideways"}, headers=home.headers())
+    assert bad.status_code == 422
+
+
+def test_deleting_a_conversation_deletes_it_and_its_messages(client, home):
+    conversation, _, _ = _run_to_the_end(client, home)
+    store = client.app.state.services.wiring.conversation_store
+    assert len(store.messages(conversation)) == 2  # the question and the assistant's answer
+    assert client.delete(f"/v1/conversations/{conversation}", headers=home.headers()).status_code == 200
+    assert store.get(conversation) is None and store.messages(conversation) == []
+    assert client.post(f"/v1/conversations/{conversation}/messages", json={"content": QUESTION},
+                       headers=home.headers()).status_code == 404
+
+
+def test_cancel_is_accepted_for_the_owner(client, home):
+    _, run_id, _ = _run_to_the_end(client, home)
+    response = client.post(f"/v1/runs/{run_id}:cancel", headers=home.headers())
+    assert response.status_code == 200 and response.json()["cancel_requested"] is True

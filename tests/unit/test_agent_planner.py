@@ -1,0 +1,162 @@
+"""The OpenAI-compatible planner against a real local HTTP server that speaks chat-completions and
+answers from a script: valid replies, an invalid reply then a valid one, invalid twice, failures."""
+
+from __future__ import annotations
+
+import json
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+
+from citadel.agent.budget import RunBudget, TokenMeter
+from citadel.agent.evidence import EvidenceSet
+from citadel.agent.plan import PlanInvalid, parse_plan
+from citadel.agent.planner import (OpenAICompatiblePlanner, PlanContext, PlannerUnavailable, RulesPlanner,
+                                   make_planner)
+from citadel.agent.tools import SearchTool, ToolRegistry
+from citadel.config import AgentConfig
+from citadel.types import Passage
+
+TOOLS = ToolRegistry([SearchTool(retriever=None)])
+CONTEXT = PlanContext(TOOLS.names(), check_args=TOOLS.check_args)
+QUESTION = "Who approves travel for contractors and what is the per diem?"
+VALID_PLAN = {"steps": [{"id": "approval", "ask": "Who approves travel for contractors?", "tool": "search",
+                         "args": {"query": "contractor travel approval"}, "needs": []},
+                        {"id": "per_diem", "ask": "What is the per diem?", "tool": "search",
+                         "args": {"query": "per diem meals"}, "needs": []}],
+              "done_when": ["who approves contractor travel", "the per diem amount"]}
+CYCLIC_PLAN = {"steps": [{"id": "a", "ask": "x y", "tool": "search", "args": {}, "needs": ["b"]},
+                         {"id": "b", "ask": "y z", "tool": "search", "args": {}, "needs": ["a"]}], "done_when": []}
+
+
+class ScriptedChatServer:
+    """A chat-completions server on 127.0.0.1 that answers each POST with the next scripted reply
+    (a message content string, or (status, body) for a raw response) and records what it was sent."""
+
+    def __init__(self, *replies):
+        self.replies = list(replies)
+        self.requests: list[dict] = []
+        self._lock = threading.Lock()
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self):  # noqa: N802 (http.server's naming)
+                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                with server._lock:
+                    server.requests.append({"path": self.path, "body": body,
+                                            "authorization": self.headers.get("Authorization")})
+                    reply = server.replies.pop(0) if server.replies else (500, {"error": "script exhausted"})
+                status, payload = reply if isinstance(reply, tuple) else (200, completion(reply))
+                data = json.dumps(payload).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def log_message(self, *args):  # keep test output quiet
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+    def __enter__(self):
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.server.shutdown()
+        self.server.server_close()
+        self.thread.join(timeout=5)
+
+
+def completion(content: str, usage: dict | None = None) -> dict:
+    payload = {"id": "x", "object": "chat.completion",
+               "choices": [{"index": 0, "message": {"role": "assistant", "content": content}}]}
+    if usage is not None:
+        payload["usage"] = usage
+    return payload
+
+
+def test_a_valid_plan_comes_back_schema_checked_in_json_mode():
+    meter = TokenMeter()
+    with ScriptedChatServer((200, completion(json.dumps(VALID_PLAN), {"total_tokens": 321}))) as server:
+        planner = OpenAICompatiblePlanner(server.url, "planner-model", api_key="secret", timeout=5)
+        plan = planner.plan(QUESTION, PlanContext(TOOLS.names(), meter=meter, check_args=TOOLS.check_args))
+    assert [s.id for s in plan.steps] == ["approval", "per_diem"] and plan.done_when == tuple(VALID_PLAN["done_when"])
+    [request] = server.requests
+    assert request["path"] == "/v1/chat/completions" and request["authorization"] == "Bearer secret"
+    body = request["body"]
+    assert body["model"] == "planner-model" and body["temperature"] == 0.0
+    assert body["response_format"] == {"type": "json_object"}
+    assert [m["role"] for m in body["messages"]] == ["system", "user"]
+    assert QUESTION in body["messages"][1]["content"] and "Tools: search" in body["messages"][1]["content"]
+    assert meter.spent == 321  # the server's own usage count
+
+
+def test_an_invalid_reply_is_sent_back_once_with_the_reason_then_a_valid_one_is_used():
+    meter = TokenMeter()
+    with ScriptedChatServer(json.dumps(CYCLIC_PLAN), json.dumps(VALID_PLAN)) as server:
+        plan = OpenAICompatiblePlanner(server.url, "m", timeout=5).plan(
+            QUESTION, PlanContext(TOOLS.names(), meter=meter, check_args=TOOLS.check_args))
+    assert [s.id for s in plan.steps] == ["approval", "per_diem"]
+    first, second = server.requests
+    retry = second["body"]["messages"]
+    assert retry[:2] == first["body"]["messages"]
+    assert retry[2] == {"role": "assistant", "content": json.dumps(CYCLIC_PLAN)}
+    assert retry[3]["role"] == "user" and "cycle" in retry[3]["content"]
+    assert meter.spent > 0  # no usage reported: the prompts and replies were counted
+
+
+@pytest.mark.parametrize("bad", ["this is not JSON", json.dumps({"steps": []}),
+                                 json.dumps({**VALID_PLAN, "steps": [{**VALID_PLAN["steps"][0], "tool": "shell"}]})])
+def test_invalid_twice_is_plan_invalid_for_the_caller(bad):
+    with ScriptedChatServer(bad, bad, json.dumps(VALID_PLAN)) as server:
+        with pytest.raises(PlanInvalid) as caught:
+            OpenAICompatiblePlanner(server.url, "m", timeout=5).plan(QUESTION, CONTEXT)
+    assert "invalid twice" in caught.value.message
+    assert len(server.requests) == 2  # one retry, no more
+
+
+def test_a_reply_without_message_content_counts_as_invalid():
+    with ScriptedChatServer((200, {"choices": []}), json.dumps(VALID_PLAN)) as server:
+        plan = OpenAICompatiblePlanner(server.url, "m", timeout=5).plan(QUESTION, CONTEXT)
+    assert len(plan.steps) == 2 and len(server.requests) == 2
+
+
+def test_reflection_is_parsed_and_an_invalid_one_retried():
+    plan = parse_plan(VALID_PLAN, TOOLS.names())
+    evidence = EvidenceSet((Passage("t:travel:v1:0000", "Contractors need approval from the contracting officer.",
+                                    "travel", "Travel policy", 1, "Approval", None, "travel.md", 1.0),), {},
+                           pending=("What is the per diem?",))
+    reply = {"sufficient": False, "conflicts": [], "gaps": ["the per diem amount"], "next": "search",
+             "next_query": "per diem amount"}
+    with ScriptedChatServer(json.dumps({"sufficient": "maybe", "next": "finish"}), json.dumps(reply)) as server:
+        reflection = OpenAICompatiblePlanner(server.url, "m", timeout=5).reflect(QUESTION, plan, evidence)
+    assert reflection.next == "search" and reflection.next_query == "per diem amount"
+    prompt = server.requests[0]["body"]["messages"][1]["content"]
+    assert "<<<EVIDENCE>>>" in prompt and "contracting officer" in prompt and "What is the per diem?" in prompt
+
+
+def test_an_unreachable_or_failing_server_is_planner_unavailable():
+    with ScriptedChatServer((503, {"error": "overloaded"})) as server:
+        with pytest.raises(PlannerUnavailable):
+            OpenAICompatiblePlanner(server.url, "m", timeout=5).plan(QUESTION, CONTEXT)
+    with pytest.raises(PlannerUnavailable):  # nothing listens on the closed server's port now
+        OpenAICompatiblePlanner(server.url, "m", timeout=2).plan(QUESTION, CONTEXT)
+
+
+def test_make_planner_follows_the_config():
+    assert isinstance(make_planner(AgentConfig()), RulesPlanner)
+    planner = make_planner(AgentConfig(planner="openai_compatible", openai_base_url="http://127.0.0.1:9/v1",
+                                       openai_model="m"))
+    assert isinstance(planner, OpenAICompatiblePlanner) and planner.url == "http://127.0.0.1:9/v1/chat/completions"
+
+
+def test_the_run_budget_names_the_limit_reached():
+    budget = RunBudget(tokens=1_000, cost=0.01, cost_per_1k_tokens=0.002)
+    assert budget.exhausted(999) is None and budget.exhausted(1_000) == "token_budget"
+    assert RunBudget(tokens=10**6, cost=0.001, cost_per_1k_tokens=0.002).exhausted(500) == "cost_budget"
+    assert RunBudget(tokens=10**6, cost=0.001, cost_per_1k_tokens=0.0).exhausted(10**5) is None
