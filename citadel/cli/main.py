@@ -63,6 +63,16 @@ def _add_serving() -> None:
 
 
 _add_serving()
+
+
+def _add_runs() -> None:
+    from citadel.cli.runs_cmd import chat, runs_app
+
+    app.command("chat")(chat)
+    app.add_typer(runs_app, name="runs")
+
+
+_add_runs()
 console = Console(stderr=True)
 
 ConfigOption = typer.Option(None, "--config", help="YAML config file (else CITADEL_CONFIG, then defaults).")

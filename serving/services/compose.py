@@ -64,17 +64,17 @@ def build_services(config: CitadelConfig, stages: Stages | None = None, clock: C
         from citadel.catalog.retention import AnswerLogPurger
 
         AnswerLogPurger(wiring.catalog, config.answer, config.answer.answer_log_purge_interval_s).start()
-    runs = _runs_service(config, wiring, in_replica)
+    runs = _runs_service(config, wiring, metrics, in_replica)
     return Services(config, Access(wiring.authenticator), query, admin, DrillService(config, wiring.catalog), runs,
                     metrics, resilience, wiring)
 
 
-def _runs_service(config: CitadelConfig, wiring: Wiring, in_replica: bool) -> RunsService:
+def _runs_service(config: CitadelConfig, wiring: Wiring, metrics: ApiMetrics, in_replica: bool) -> RunsService:
     """Runs on this process's worker pool; a serving replica also adopts, every lease period, the runs
     whose replica died (their lease expired), so each continues from its last recorded step."""
     pool = concurrent.futures.ThreadPoolExecutor(RUN_WORKERS, thread_name_prefix="run")
     runs = RunsService(config, wiring.run_store, wiring.conversation_store, wiring.catalog,
-                       wiring.orchestrator.drive, pool)
+                       wiring.orchestrator.drive, pool, metrics)
     if in_replica:
         _every(config.agent.lease_ttl_s, runs.adopt_orphans)
     return runs

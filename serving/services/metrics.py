@@ -63,6 +63,12 @@ class ApiMetrics:
                                          ["tenant"], registry=r)
         self.breaker_transitions = Counter("citadel_breaker_transitions_total", "Breaker state changes.",
                                            ["breaker", "to"], registry=r)
+        self.runs = Counter("citadel_runs_total", "Runs finished, by path and stop reason (none: answered in full).",
+                            ["path", "status", "stop_reason"], registry=r)
+        self.run_steps = Histogram("citadel_run_steps", "Steps one run executed.", registry=r,
+                                   buckets=(0, 1, 2, 3, 4, 6, 8, 12, 16, 32))
+        self.run_latency = Histogram("citadel_run_seconds", "Wall time of a run on this replica, start to final.",
+                                     registry=r, buckets=(0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120))
         self._retrievers: list = []
         r.register(_RetrieverCollector(self._retrievers))
 
@@ -83,6 +89,11 @@ class ApiMetrics:
     def watch_retriever(self, retriever) -> None:
         """Export a remote retriever's hedge and retry counts (its `stats()`)."""
         self._retrievers.append(retriever)
+
+    def observe_run(self, path: str | None, status: str, stop_reason: str | None, steps: int, seconds: float) -> None:
+        self.runs.labels(path or "none", status, stop_reason or "none").inc()
+        self.run_steps.observe(steps)
+        self.run_latency.observe(seconds)
 
     def observe_stages(self, timings_ms: dict[str, float]) -> None:
         for stage, ms in timings_ms.items():

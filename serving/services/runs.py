@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 import uuid
 from concurrent.futures import Executor
 from typing import Any, Callable
@@ -18,9 +19,11 @@ from typing import Any, Callable
 from citadel.catalog.base import Catalog
 from citadel.config import CitadelConfig
 from citadel.errors import InvalidRequest, NotFound, PayloadTooLarge
-from citadel.state.conversations import ASSISTANT, USER, Conversation, ConversationStore, Message, SourceRef
-from citadel.state.runs import TERMINAL_EVENTS, EventType, Run, RunEvent, RunStore
+from citadel.state.conversations import (ASSISTANT, USER, Conversation, ConversationStore, Message,
+                                        answer_message)
+from citadel.state.runs import FINISHED, TERMINAL_EVENTS, EventType, Run, RunEvent, RunStore
 from serving.services.access import Caller
+from serving.services.metrics import ApiMetrics
 
 log = logging.getLogger(__name__)
 
@@ -35,9 +38,10 @@ INTERNAL_EVENT_FIELDS = ("key",)
 
 class RunsService:
     def __init__(self, config: CitadelConfig, runs: RunStore, conversations: ConversationStore, catalog: Catalog,
-                 drive: Callable[[str, str], Run], pool: Executor, owner: str | None = None):
+                 drive: Callable[[str, str], Run], pool: Executor, metrics: ApiMetrics, owner: str | None = None):
         """`drive(run_id, owner)` works a run to its end under its lease (the orchestrator's)."""
         self.config = config
+        self.metrics = metrics
         self.runs = runs
         self.conversations = conversations
         self.catalog = catalog
@@ -139,9 +143,14 @@ class RunsService:
             return True
 
     def _work(self, run_id: str) -> None:
+        started = time.perf_counter()
         try:
             run = self._drive(run_id, self.owner)
             self._record_answer(run)
+            if run.status in FINISHED:
+                steps = sum(key.startswith("step:") for key in self.runs.steps(run_id))
+                self.metrics.observe_run(run.path, str(run.status), run.stop_reason, steps,
+                                         time.perf_counter() - started)
         except Exception:  # the run's own log says what failed; the worker must not die loudly
             log.exception("run %s failed outside the orchestrator", run_id)
         finally:
@@ -155,9 +164,7 @@ class RunsService:
             return
         if any(m.run_id == run.run_id and m.role == ASSISTANT for m in self.conversations.messages(run.conversation_id)):
             return
-        sources = tuple(SourceRef(c["document_id"], int(c["version"])) for c in final.data.get("citations", []))
-        self.conversations.add_message(Message(run.conversation_id, ASSISTANT, str(final.data.get("answer", "")),
-                                               run.run_id, sources))
+        self.conversations.add_message(answer_message(run.conversation_id, run.run_id, final.data))
 
     # ------------------------------------------------------------------ scope
     def _own_conversation(self, caller: Caller, conversation_id: str) -> Conversation:

@@ -122,3 +122,10 @@ def test_cancel_is_accepted_for_the_owner(client, home):
     _, run_id, _ = _run_to_the_end(client, home)
     response = client.post(f"/v1/runs/{run_id}:cancel", headers=home.headers())
     assert response.status_code == 200 and response.json()["cancel_requested"] is True
+
+
+def test_finished_runs_are_counted_by_path_and_stop_reason(client, home):
+    _run_to_the_end(client, home)
+    text = client.get("/metrics", headers=home.metrics_headers()).text
+    assert 'citadel_runs_total{path="' in text and 'status="succeeded"' in text
+    assert "citadel_run_steps_count 1.0" in text and "citadel_run_seconds_count 1.0" in text
