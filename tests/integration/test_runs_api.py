@@ -129,3 +129,21 @@ def test_finished_runs_are_counted_by_path_and_stop_reason(client, home):
     text = client.get("/metrics", headers=home.metrics_headers()).text
     assert 'citadel_runs_total{path="' in text and 'status="succeeded"' in text
     assert "citadel_run_steps_count 1.0" in text and "citadel_run_seconds_count 1.0" in text
+
+
+def test_replay_over_http_on_redis_streams(tmp_path, redis_url):
+    """The same replay with the run log in Redis Streams (`state.redis_url` set): disconnect after
+    event 4, reconnect with after_seq=4, receive 5 to final once."""
+    import uuid
+
+    from tests.integration.conftest import make_home
+
+    home = make_home(tmp_path / "home", CITADEL_STATE__REDIS_URL=redis_url,
+                     CITADEL_STATE__KEY_PREFIX=f'"runs-test-{uuid.uuid4().hex[:8]}:"')
+    with client_for(home) as client:
+        assert client.app.state.services.wiring.run_store.__class__.__name__ == "RedisRunStore"
+        _, run_id, events = _run_to_the_end(client, home)
+        assert len(events) > 5 and events[-1]["type"] == "final"
+        replay = client.get(f"/v1/runs/{run_id}/events?after_seq=4", headers=home.headers())
+        assert _sse(replay.text) == events[4:]
+        client.app.state.services.runs.wait_for_runs(60)
