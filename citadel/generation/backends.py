@@ -24,7 +24,7 @@ from citadel import regex
 from citadel.answer.expand import Source
 from citadel.answer.prompt import build_messages
 from citadel.answer.text import content_terms, document_name, sentence_pieces
-from citadel.generation.base import Generator, GeneratorError
+from citadel.generation.base import Generator, GeneratorError, approximate_tokens
 from citadel.resilience.deadline import time_left
 
 # Each step down the source ranking discounts a sentence's score by this much (relative), so the
@@ -135,7 +135,8 @@ def select_evidence(question: str, sources: Sequence[Source], max_sentences: int
 
 
 class ExtractiveGenerator(Generator):
-    """Quotes the source sentences that best cover the question, each with its [n] marker."""
+    """Quotes the source sentences that best cover the question, each with its [n] marker (it has
+    no tokenizer: `count_tokens` is the inherited approximation)."""
 
     model_id = "citadel/extractive-v1"
 
@@ -175,16 +176,27 @@ def load_local_lm(gguf_path: str) -> LoadedLM:
     and the LLM-judge reranker share it."""
     os.environ.setdefault("HF_HUB_OFFLINE", "1")  # weights are local; never reach for a hub
     import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers import AutoModelForCausalLM
 
     started = time.perf_counter()
     path = Path(gguf_path)
-    tokenizer = AutoTokenizer.from_pretrained(str(path.parent), gguf_file=path.name)
+    tokenizer = load_local_tokenizer(gguf_path)  # the one `count_tokens` may have loaded already
     model = AutoModelForCausalLM.from_pretrained(str(path.parent), gguf_file=path.name, dtype=torch.float32)
     model.eval()
     if tokenizer.pad_token_id is None:
         tokenizer.pad_token = tokenizer.eos_token
     return LoadedLM(tokenizer, model, time.perf_counter() - started)
+
+
+@functools.lru_cache(maxsize=2)
+def load_local_tokenizer(gguf_path: str):
+    """The GGUF file's tokenizer alone, once per process: counting a prompt's tokens must not wait
+    for (or hold) the model's weights. Local files only, like the model."""
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    from transformers import AutoTokenizer
+
+    path = Path(gguf_path)
+    return AutoTokenizer.from_pretrained(str(path.parent), gguf_file=path.name)
 
 
 def require_smollm2() -> Path:
@@ -221,6 +233,15 @@ class LocalLLMGenerator(Generator):
     def _loaded(self) -> LoadedLM:
         return load_local_lm(str(local_model_path(self._gguf_path)))
 
+    def count_tokens(self, text: str) -> int:
+        """Tokens of `text` by SmolLM2's own tokenizer, from the installed package (offline). With
+        the model missing, the approximation: the answer will come from the extractive fallback."""
+        try:
+            path = local_model_path(self._gguf_path)
+        except GeneratorError:
+            return approximate_tokens(text)
+        return len(load_local_tokenizer(str(path)).encode(text, add_special_tokens=False))
+
     def generate(self, question: str, sources: Sequence[Source]) -> str:
         import torch
 
@@ -251,7 +272,10 @@ def chat_completions_url(base_url: str) -> str:
 
 
 class OpenAICompatibleGenerator(Generator):
-    """POST /v1/chat/completions on vLLM, Ray Serve LLM or any server speaking that protocol."""
+    """POST /v1/chat/completions on vLLM, Ray Serve LLM or any server speaking that protocol.
+
+    Its model's tokenizer is on the server, not here: `count_tokens` is the inherited approximation
+    (citadel.generation.base.approximate_tokens), which overestimates prose on the safe side."""
 
     def __init__(self, base_url: str, model: str, api_key: str | None = None, timeout: float = 30.0,
                  max_tokens: int = 256):

@@ -125,6 +125,10 @@ class ResilientGenerator:
     def model_id(self) -> str:
         return self._primary.model_id
 
+    def count_tokens(self, text: str) -> int:
+        """Counted as the primary generator counts (its tokenizer decides what fits a prompt)."""
+        return self._primary.count_tokens(text)
+
     def generate(self, question: str, sources) -> str:
         return self.generate_with_status(question, sources)[0]
 

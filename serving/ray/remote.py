@@ -14,6 +14,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from citadel.answer.service import QueryVectorMemo
+from citadel.generation.base import approximate_tokens
 from citadel.resilience.deadline import Deadline, current_deadline, time_left
 from citadel.types import Passage, Principal
 
@@ -148,6 +149,11 @@ class RemoteReranker(_Proxy):
 
 
 class RemoteGenerator(_Proxy):
+    def count_tokens(self, text: str) -> int:
+        """The documented approximation: the generator's own tokenizer lives in its replica, and a
+        round trip per count would cost more than the precision is worth for a prompt budget."""
+        return approximate_tokens(text)
+
     @cached_property
     def model_id(self) -> str:
         return self._call("model_id")

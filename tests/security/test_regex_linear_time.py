@@ -37,6 +37,7 @@ MODULES = [
     "citadel.answer.conflicts", "citadel.answer.expand", "citadel.generation.backends", "citadel.answer.prompt",
     "citadel.answer.text", "citadel.answer.validator", "citadel.answer.glossary", "citadel.eval.rag",
     "citadel.eval.squad", "citadel.agent.plan", "citadel.agent.planner",
+    "citadel.agent.memory",
 ]
 LENGTH = 20_000          # passage and parser size; questions (2,000 characters) are covered a fortiori
 MAX_RATIO = 50
