@@ -217,6 +217,13 @@ class Wiring:
         return make_conversation_store(self.config, self.clock)
 
     @cached_property
+    def conversation_memory(self):
+        """Turns, their live-checked summary and the users' notes, over the conversation store."""
+        from citadel.agent.memory import ConversationMemory
+
+        return ConversationMemory(self.conversation_store, self.catalog, self.config.agent)
+
+    @cached_property
     def planner(self):
         """Plan and reflection backend (`agent.planner`: rules, or an OpenAI-compatible server)."""
         from citadel.agent.planner import make_planner

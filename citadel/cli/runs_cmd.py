@@ -37,11 +37,13 @@ def chat(
     config: Optional[Path] = ConfigOption,
 ) -> None:
     """An interactive conversation: each message starts a run whose events are shown as they come."""
-    from citadel.state.conversations import USER, Conversation, Message
+    from citadel.state.conversations import Conversation
+    from citadel.types import Principal
 
     wiring = Wiring(config_path=config)
     conversation = wiring.conversation_store.create(Conversation(uuid.uuid4().hex, tenant, user))
     member_of = tuple(sorted(g.strip() for g in groups.split(",") if g.strip()))
+    principal = Principal(tenant, user, frozenset(member_of))
     console.print(f"[dim]conversation {conversation.conversation_id}; an empty line or 'exit' ends it[/dim]")
     while True:
         try:
@@ -51,9 +53,9 @@ def chat(
         if not line or line.lower() in EXIT_WORDS:
             break
         run_id = _start_run(wiring, conversation.conversation_id, tenant, user, member_of, line)
-        wiring.conversation_store.add_message(Message(conversation.conversation_id, USER, line, run_id))
+        wiring.conversation_memory.record_question(conversation.conversation_id, principal, line, run_id)
         console.print(f"[dim]run {run_id}[/dim]")
-        _follow(wiring, conversation.conversation_id, run_id)
+        _follow(wiring, conversation.conversation_id, principal, run_id)
 
 
 def _start_run(wiring: Wiring, conversation_id: str, tenant: str, user: str, groups: tuple[str, ...],
@@ -67,9 +69,9 @@ def _start_run(wiring: Wiring, conversation_id: str, tenant: str, user: str, gro
     return run.run_id
 
 
-def _follow(wiring: Wiring, conversation_id: str, run_id: str) -> None:
+def _follow(wiring: Wiring, conversation_id: str, principal, run_id: str) -> None:
     """Render the run's events until its final (or error) event, then record the answer turn."""
-    from citadel.state.conversations import answer_message
+    from citadel.agent.memory import source_refs
     from citadel.state.runs import TERMINAL_EVENTS, EventType
 
     after = 0
@@ -79,7 +81,8 @@ def _follow(wiring: Wiring, conversation_id: str, run_id: str) -> None:
             after = event.seq
             _render(event)
             if event.type == EventType.FINAL:
-                wiring.conversation_store.add_message(answer_message(conversation_id, run_id, event.data))
+                wiring.conversation_memory.record_answer(conversation_id, principal, str(event.data.get("answer", "")),
+                                                         source_refs(event.data.get("citations", [])), run_id)
         if any(e.type in TERMINAL_EVENTS for e in events):
             return
 

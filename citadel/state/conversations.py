@@ -55,12 +55,6 @@ class Message:
     at: float = 0.0
 
 
-def answer_message(conversation_id: str, run_id: str, final: dict) -> Message:
-    """The assistant's turn from a run's final event data: its answer and the versions it cited."""
-    sources = tuple(SourceRef(str(c["document_id"]), int(c["version"])) for c in final.get("citations", []))
-    return Message(conversation_id, ASSISTANT, str(final.get("answer", "")), run_id, sources)
-
-
 @dataclass(frozen=True)
 class SummaryLine:
     text: str

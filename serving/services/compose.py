@@ -73,7 +73,7 @@ def _runs_service(config: CitadelConfig, wiring: Wiring, metrics: ApiMetrics, in
     """Runs on this process's worker pool; a serving replica also adopts, every lease period, the runs
     whose replica died (their lease expired), so each continues from its last recorded step."""
     pool = concurrent.futures.ThreadPoolExecutor(RUN_WORKERS, thread_name_prefix="run")
-    runs = RunsService(config, wiring.run_store, wiring.conversation_store, wiring.catalog,
+    runs = RunsService(config, wiring.run_store, wiring.conversation_memory, wiring.catalog,
                        wiring.orchestrator.drive, pool, metrics)
     if in_replica:
         _every(config.agent.lease_ttl_s, runs.adopt_orphans)

@@ -19,9 +19,10 @@ from typing import Any, Callable
 from citadel.catalog.base import Catalog
 from citadel.config import CitadelConfig
 from citadel.errors import InvalidRequest, NotFound, PayloadTooLarge
-from citadel.state.conversations import (ASSISTANT, USER, Conversation, ConversationStore, Message,
-                                        answer_message)
+from citadel.agent.memory import ConversationMemory, source_refs
+from citadel.state.conversations import ASSISTANT, Conversation, ConversationStore
 from citadel.state.runs import FINISHED, TERMINAL_EVENTS, EventType, Run, RunEvent, RunStore
+from citadel.types import Principal
 from serving.services.access import Caller
 from serving.services.metrics import ApiMetrics
 
@@ -37,13 +38,14 @@ INTERNAL_EVENT_FIELDS = ("key",)
 
 
 class RunsService:
-    def __init__(self, config: CitadelConfig, runs: RunStore, conversations: ConversationStore, catalog: Catalog,
+    def __init__(self, config: CitadelConfig, runs: RunStore, memory: ConversationMemory, catalog: Catalog,
                  drive: Callable[[str, str], Run], pool: Executor, metrics: ApiMetrics, owner: str | None = None):
         """`drive(run_id, owner)` works a run to its end under its lease (the orchestrator's)."""
         self.config = config
         self.metrics = metrics
         self.runs = runs
-        self.conversations = conversations
+        self.memory = memory
+        self.conversations: ConversationStore = memory.store
         self.catalog = catalog
         self._drive = drive
         self._pool = pool
@@ -61,7 +63,7 @@ class RunsService:
     def delete_conversation(self, caller: Caller, conversation_id: str) -> dict:
         """The conversation and everything derived from it: messages, summary, memories taken from it."""
         self._own_conversation(caller, conversation_id)
-        self.conversations.delete(conversation_id)
+        self.memory.forget(conversation_id, caller.principal)
         return {"conversation_id": conversation_id, "deleted": True}
 
     def post_message(self, caller: Caller, conversation_id: str, content: str) -> dict:
@@ -74,7 +76,7 @@ class RunsService:
         principal = caller.principal
         run = self.runs.create(Run(uuid.uuid4().hex, principal.tenant_id, principal.user_id, conversation_id,
                                    content, groups=tuple(sorted(principal.groups))))
-        self.conversations.add_message(Message(conversation_id, USER, content, run.run_id))
+        self.memory.record_question(conversation_id, principal, content, run.run_id)  # and any "remember that …"
         self._start(run.run_id)
         return {"run_id": run.run_id}
 
@@ -164,7 +166,9 @@ class RunsService:
             return
         if any(m.run_id == run.run_id and m.role == ASSISTANT for m in self.conversations.messages(run.conversation_id)):
             return
-        self.conversations.add_message(answer_message(run.conversation_id, run.run_id, final.data))
+        principal = Principal(run.tenant_id, run.user_id, frozenset(run.groups))
+        self.memory.record_answer(run.conversation_id, principal, str(final.data.get("answer", "")),
+                                  source_refs(final.data.get("citations", [])), run.run_id)
 
     # ------------------------------------------------------------------ scope
     def _own_conversation(self, caller: Caller, conversation_id: str) -> Conversation:
