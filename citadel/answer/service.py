@@ -239,21 +239,8 @@ class AnswerService:
             response = AnswerResponse(request_id, reply, True, decision.reason, degraded, [], passages=passages,
                                       gate=decision, trace=trace)
             return self._finish(principal, question, response, timer, log_extra, correlation_id)
-        with timer.stage("expand"):
-            sources = self.expander.expand(passages, partition)
-        trace.sources = [s.passage for s in sources]
-        with timer.stage("generate"):
-            draft, model_id = self._generate(query, sources, degraded)
-        by_number = {s.number: s.passage for s in sources}
-        trace.drafted = [by_number[n] for n in dict.fromkeys(marker_numbers(draft)) if n in by_number]
-        with timer.stage("validate"):
-            validated = self.validator.validate(query, draft, sources, self._claim_support(partition, sources))
-            conflicts = self._topical_conflicts(query, sources, partition, principal.tenant_id)
-            answer, citations, conflict_dicts = compose(validated, sources, conflicts)
-        response = AnswerResponse(request_id, answer, False, None, degraded, citations, conflict_dicts,
-                                  passages=passages, gate=decision, trace=trace)
-        log_extra.update(model_id=model_id, sources=[_source_log(s) for s in sources],
-                         validation={"fallback": validated.fallback, "removed": validated.removed})
+        response = self._grounded_answer(principal, query, passages, partition, request_id, degraded, timer,
+                                         trace, log_extra, decision)
         return self._finish(principal, question, response, timer, log_extra, correlation_id)
 
     def compose_from(self, principal: Principal, question: str, passages: Sequence[Passage],
@@ -276,7 +263,16 @@ class AnswerService:
             response = AnswerResponse(request_id, REFUSAL_REPLIES[NO_ELIGIBLE_SOURCE], True, NO_ELIGIBLE_SOURCE, [],
                                       [], trace=trace)
             return self._finish(principal, question, response, timer, {"composed": True})
-        degraded: list[str] = []
+        log_extra: dict[str, Any] = {"composed": True}
+        response = self._grounded_answer(principal, query, list(passages), partition, request_id, [], timer, trace,
+                                         log_extra)
+        return self._finish(principal, question, response, timer, log_extra)
+
+    def _grounded_answer(self, principal: Principal, query: str, passages: list[Passage], partition: Partition | None,
+                         request_id: str, degraded: list[str], timer: StageTimer, trace: AnswerTrace,
+                         log_extra: dict[str, Any], decision: GateDecision | None = None) -> AnswerResponse:
+        """Expand → generate → validate → conflicts → compose over passages already admitted (by the
+        gate, or as a run's evidence); what it did goes into `log_extra` for the answer log."""
         with timer.stage("expand"):
             sources = self.expander.expand(passages, partition)
         trace.sources = [s.passage for s in sources]
@@ -289,11 +285,10 @@ class AnswerService:
             validated = self.validator.validate(query, draft, sources, support)
             conflicts = self._topical_conflicts(query, sources, partition, principal.tenant_id)
             answer, citations, conflict_dicts = compose(validated, sources, conflicts)
-        response = AnswerResponse(request_id, answer, False, None, degraded, citations, conflict_dicts,
-                                  passages=list(passages), trace=trace)
-        log_extra = {"composed": True, "model_id": model_id, "sources": [_source_log(s) for s in sources],
-                     "validation": {"fallback": validated.fallback, "removed": validated.removed}}
-        return self._finish(principal, question, response, timer, log_extra)
+        log_extra.update(model_id=model_id, sources=[_source_log(s) for s in sources],
+                         validation={"fallback": validated.fallback, "removed": validated.removed})
+        return AnswerResponse(request_id, answer, False, None, degraded, citations, conflict_dicts,
+                              passages=passages, gate=decision, trace=trace)
 
     # ------------------------------------------------------------------ stages
     @staticmethod

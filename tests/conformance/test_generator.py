@@ -12,11 +12,8 @@ answer in the sources' words; SmolLM2 does neither reliably, which is why the va
 
 from __future__ import annotations
 
-import json
 import re
-import threading
 from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Callable
 
@@ -29,6 +26,7 @@ from citadel.generation.backends import (ExtractiveGenerator, LocalLLMGenerator,
 from citadel.generation.base import Generator, GeneratorError
 from citadel.resilience.guards import Guard, ResilientGenerator
 from citadel.types import Passage
+from tests.chat_server import ChatServer, completion
 
 QUESTION = "Who approves travel for contractors?"
 TEXTS = [
@@ -53,28 +51,9 @@ class ChatCompletionsServer:
 
     def __init__(self) -> None:
         self.mode = "ok"  # ok | error (HTTP 503) | malformed (200 without choices)
-        self.requests: list[dict] = []
-        server = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self):  # noqa: N802 (http.server's naming)
-                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-                server.requests.append({"path": self.path, "body": body})
-                status, payload = server.reply(body)
-                data = json.dumps(payload).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-            def log_message(self, *args):  # keep test output quiet
-                pass
-
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
-        self._thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
-        self._thread.start()
+        self._server = ChatServer(self.reply).__enter__()
+        self.url = self._server.url
+        self.requests = self._server.requests
 
     def reply(self, body: dict) -> tuple[int, dict]:
         if self.mode == "error":
@@ -84,14 +63,10 @@ class ChatCompletionsServer:
         user = body["messages"][-1]["content"]
         number, text = SOURCE_BLOCK.search(user).groups()
         answer = f"  {text.split('. ')[0].rstrip('.')}. [{number}]\n"
-        return 200, {"id": "stub", "object": "chat.completion", "model": body["model"],
-                     "choices": [{"index": 0, "message": {"role": "assistant", "content": answer},
-                                  "finish_reason": "stop"}]}
+        return 200, completion(answer)
 
     def close(self) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()
-        self._thread.join(timeout=5)
+        self._server.close()
 
 
 @pytest.fixture(scope="module")

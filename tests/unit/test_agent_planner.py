@@ -4,8 +4,6 @@ answers from a script: valid replies, an invalid reply then a valid one, invalid
 from __future__ import annotations
 
 import json
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
@@ -17,6 +15,7 @@ from citadel.agent.planner import (OpenAICompatiblePlanner, PlanContext, Planner
 from citadel.agent.tools import SearchTool, ToolRegistry
 from citadel.config import AgentConfig
 from citadel.types import Passage
+from tests.chat_server import ChatServer, completion, scripted
 
 TOOLS = ToolRegistry([SearchTool(retriever=None)])
 CONTEXT = PlanContext(TOOLS.names(), check_args=TOOLS.check_args)
@@ -30,54 +29,9 @@ CYCLIC_PLAN = {"steps": [{"id": "a", "ask": "x y", "tool": "search", "args": {},
                          {"id": "b", "ask": "y z", "tool": "search", "args": {}, "needs": ["a"]}], "done_when": []}
 
 
-class ScriptedChatServer:
-    """A chat-completions server on 127.0.0.1 that answers each POST with the next scripted reply
-    (a message content string, or (status, body) for a raw response) and records what it was sent."""
-
-    def __init__(self, *replies):
-        self.replies = list(replies)
-        self.requests: list[dict] = []
-        self._lock = threading.Lock()
-        server = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self):  # noqa: N802 (http.server's naming)
-                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-                with server._lock:
-                    server.requests.append({"path": self.path, "body": body,
-                                            "authorization": self.headers.get("Authorization")})
-                    reply = server.replies.pop(0) if server.replies else (500, {"error": "script exhausted"})
-                status, payload = reply if isinstance(reply, tuple) else (200, completion(reply))
-                data = json.dumps(payload).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-            def log_message(self, *args):  # keep test output quiet
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-
-    def __enter__(self):
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc):
-        self.server.shutdown()
-        self.server.server_close()
-        self.thread.join(timeout=5)
-
-
-def completion(content: str, usage: dict | None = None) -> dict:
-    payload = {"id": "x", "object": "chat.completion",
-               "choices": [{"index": 0, "message": {"role": "assistant", "content": content}}]}
-    if usage is not None:
-        payload["usage"] = usage
-    return payload
+def ScriptedChatServer(*replies) -> ChatServer:  # noqa: N802 (reads like the server it returns)
+    """A chat-completions server on 127.0.0.1 answering each POST with the next scripted reply."""
+    return ChatServer(scripted(*replies))
 
 
 def test_a_valid_plan_comes_back_schema_checked_in_json_mode():

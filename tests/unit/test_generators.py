@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-import json
-import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
@@ -15,51 +12,16 @@ from citadel.generation.backends import (ExtractiveGenerator, LocalLLMGenerator,
 from citadel.generation.base import GeneratorError
 from citadel.config import AnswerConfig, CitadelConfig
 from citadel.types import Passage
+from tests.chat_server import ChatServer, completion
 
 SOURCES = [Source(1, Passage("t:travel:v1:0001", "Contractors need approval from the contracting officer.",
                              "travel", "Travel policy", 1, "Travel policy > Approval", None, "travel.md", 1.0),
                   "Contractors need approval from the contracting officer.", 9)]
 
 
-class StubServer:
+def StubServer(reply: dict | None = None, status: int = 200, delay_s: float = 0.0) -> ChatServer:  # noqa: N802
     """A one-route OpenAI-compatible server on 127.0.0.1 that records what it was sent."""
-
-    def __init__(self, reply: dict | None = None, status: int = 200, delay_s: float = 0.0):
-        self.requests: list[dict] = []
-        stub = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self):  # noqa: N802 (http.server's naming)
-                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-                stub.requests.append({"path": self.path, "body": body,
-                                      "authorization": self.headers.get("Authorization")})
-                time.sleep(delay_s)
-                payload = json.dumps(reply or {}).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(payload)))
-                self.end_headers()
-                self.wfile.write(payload)
-
-            def log_message(self, *args):  # keep test output quiet
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-
-    def __enter__(self):
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc):
-        self.server.shutdown()
-        self.server.server_close()
-
-
-def completion(text: str) -> dict:
-    return {"id": "x", "object": "chat.completion", "choices": [{"index": 0, "message": {"role": "assistant",
-                                                                                       "content": text}}]}
+    return ChatServer(lambda body: (status, reply or {}), delay_s)
 
 
 def test_openai_compatible_posts_fenced_sources_and_returns_the_text():
