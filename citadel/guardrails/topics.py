@@ -110,9 +110,14 @@ def off_topic(question: str) -> str | None:
     return first_match(OFF_TOPIC_PATTERNS, text)
 
 
-# Several questions in one: each needs its own retrieval before one answer can be written.
+# Several questions in one: each needs its own retrieval before one answer can be written. When it is
+# unclear (DESIGN.md §10), the agentic path is the safe side: a question that states a situation and
+# then asks (two sentences), or asks whether a rule applies to a case (eligibility), needs facts from
+# more than one place, which one retrieval rarely brings together.
 _QUESTION_MARK = regex.compile("guardrails.topics.question_mark", r"\?")
 MULTI_STEP_PATTERNS = compile_all("guardrails.topics.multi_step", {
+    "situation_then_question": r"[a-z0-9]{3}[.!]\s+[a-z][^.!?]{0,300}\?",  # {3}: not after "e.g."
+    "eligibility": r"\b(eligible|eligibility|qualif(y|ies|ied|ying)|entitled|does [^?]{1,60} apply to)\b",
     "comparison": (
         r"\b(compare|comparison|contrast|differences? between|differ(s|ent)? from|how does [^?]{1,60} differ|versus"
         r"|vs\.?|pros and cons)\b"

@@ -216,6 +216,11 @@ def test_the_classifier_is_injectable():
     ("Compare the leave policy for contractors with the one for employees", "multi_step"),
     ("What is the difference between sick leave and annual leave?", "multi_step"),
     ("How do I book travel and also get reimbursed afterwards?", "multi_step"),
+    # unsure means agentic: a situation, then a question; whether a rule applies to a case
+    ("Acme renews next month. Are they eligible for the multi-year discount?", "multi_step"),
+    ("Am I entitled to overtime pay?", "multi_step"),
+    ("What is the per diem in Washington D.C.?", "simple"),
+    ("Who approves travel for contractors (e.g. consultants)?", "simple"),
 ])
 def test_answer_path(router, question, path):
     decision = router.route(question)
