@@ -28,26 +28,20 @@ from citadel.state.conversations import (
     make_conversation_store,
 )
 from citadel.state.runs import EventType, Run, make_run_store
+from tests.settable_clock import SettableClock
 
 START = 1_800_000_000.0
 THREADS, MESSAGES_PER_THREAD = 6, 15
 
 
-class FakeClock:
-    def __init__(self, now: float = START):
-        self.now = now
-
-    def __call__(self) -> float:
-        return self.now
-
 
 @pytest.fixture
-def clock() -> FakeClock:
-    return FakeClock()
+def clock() -> SettableClock:
+    return SettableClock(START)
 
 
 class Backend:
-    def __init__(self, kind: str, clock: FakeClock, home: Path):
+    def __init__(self, kind: str, clock: SettableClock, home: Path):
         self.kind, self.clock, self.home = kind, clock, home
         self.opened: list = []
 

@@ -30,6 +30,7 @@ from citadel.state.runs import (
     RunStore,
     make_run_store,
 )
+from tests.settable_clock import SettableClock
 
 REPO = Path(__file__).resolve().parents[2]
 UNREACHABLE_REDIS = "redis://127.0.0.1:1/0"  # port 1: nothing listens, the connection is refused at once
@@ -44,23 +45,16 @@ WAIT_TIMEOUT_S = 10.0
 SHORT_WAIT_S = 0.3
 
 
-class FakeClock:
-    def __init__(self, now: float = START):
-        self.now = now
-
-    def __call__(self) -> float:
-        return self.now
-
 
 @pytest.fixture
-def clock() -> FakeClock:
-    return FakeClock()
+def clock() -> SettableClock:
+    return SettableClock(START)
 
 
 class Backend:
     """Opens stores of one backend on one shared place (file or key prefix), and closes them after."""
 
-    def __init__(self, kind: str, clock: FakeClock, tmp_path: Path, redis_url: str):
+    def __init__(self, kind: str, clock: SettableClock, tmp_path: Path, redis_url: str):
         self.kind, self.clock, self.redis_url = kind, clock, redis_url
         self.path = tmp_path / "runs.sqlite"
         self.prefix = f"test:{uuid.uuid4().hex}:"

@@ -28,6 +28,7 @@ from citadel.state import (
     make_state,
 )
 from citadel.state.base import SECONDS_PER_DAY, IdempotencyResult, IdempotencyStatus
+from tests.settable_clock import SettableClock
 
 UNREACHABLE_REDIS = "redis://127.0.0.1:1/0"  # port 1: nothing listens, the connection is refused at once
 START = 20_000 * SECONDS_PER_DAY + 3_600.0  # 01:00 UTC on some day
@@ -35,19 +36,10 @@ TTL_S = 100.0
 THREADS, CHARGES_PER_THREAD, CONCURRENT_LIMIT = 20, 5, 50
 
 
-class FakeClock:
-    """A mutable clock the stores read through `clock()`; tests move it forward instead of sleeping."""
-
-    def __init__(self, now: float = START):
-        self.now = now
-
-    def __call__(self) -> float:
-        return self.now
-
 
 @pytest.fixture
-def clock() -> FakeClock:
-    return FakeClock()
+def clock() -> SettableClock:
+    return SettableClock(START)
 
 
 @pytest.fixture(params=["memory", "redis"])
@@ -291,7 +283,7 @@ def test_idempotency_keys_expire(make, clock):
 
 
 def test_unreachable_redis_raises_state_unavailable():
-    state = make_state(StateConfig(redis_url=UNREACHABLE_REDIS), clock=FakeClock())
+    state = make_state(StateConfig(redis_url=UNREACHABLE_REDIS), clock=SettableClock(START))
     assert state.backend == "redis"
     calls = [
         lambda: state.cache.get("k"),
