@@ -55,10 +55,15 @@ def multi_part_questions(count: int) -> list[dict]:
             return questions
 
 
-def drive(wiring: Wiring, store: MemoryRunStore, item: dict, parallel: int) -> tuple[float, dict]:
-    """One run to its end; (seconds, what the run recorded about itself)."""
+def orchestrator_for(wiring: Wiring, store: MemoryRunStore, parallel: int):
+    """The wiring's orchestrator over `store`, running at most `parallel` steps at once."""
     orchestrator = wiring.make_orchestrator(store)
     orchestrator.config = orchestrator.config.model_copy(update={"max_parallel_steps": parallel})
+    return orchestrator
+
+
+def drive(orchestrator, store: MemoryRunStore, item: dict) -> tuple[float, dict]:
+    """One run to its end; (seconds, what the run recorded about itself)."""
     run = store.create(Run(uuid.uuid4().hex, item["tenant"], item["user"], "bench", item["question"],
                            groups=tuple(item["groups"])))
     started = time.perf_counter()
@@ -71,7 +76,8 @@ def drive(wiring: Wiring, store: MemoryRunStore, item: dict, parallel: int) -> t
 
 def agentic(wiring: Wiring, questions: list[dict], parallel: int) -> dict:
     store = MemoryRunStore(time.time)
-    results = [drive(wiring, store, q, parallel) for q in questions]
+    orchestrator = orchestrator_for(wiring, store, parallel)
+    results = [drive(orchestrator, store, q) for q in questions]
     seconds = [s for s, _ in results]
     return {"parallel": parallel, "runs": len(results), "p50_ms": round(statistics.median(seconds) * 1000, 1),
             "steps_per_run": round(statistics.mean(r["steps"] for _, r in results), 2),
@@ -95,8 +101,9 @@ def single_shot(wiring: Wiring) -> dict:
         started = time.perf_counter()
         wiring.answer_service.ask(_principal(item), item["question"])
         asked.append(time.perf_counter() - started)
+    orchestrator = orchestrator_for(wiring, store, wiring.config.agent.max_parallel_steps)
     for item in items:
-        seconds, record = drive(wiring, store, item, wiring.config.agent.max_parallel_steps)
+        seconds, record = drive(orchestrator, store, item)
         through_runs.append(seconds)
         paths.append(record["path"])
     ask_p50, run_p50 = statistics.median(asked), statistics.median(through_runs)

@@ -34,13 +34,13 @@ from citadel import regex
 from citadel.answer.prompt import PromptItem
 from citadel.answer.validator import marker_numbers, split_claims, strip_markers
 from citadel.catalog.base import ReadableDoc
+from citadel.config import AgentConfig
 from citadel.errors import NotFound
 from citadel.guardrails.pii import sensitive_data_kind
 from citadel.state.conversations import (ASSISTANT, FROM_USER, USER, ConversationStore, Memory, Message, SourceRef,
                                          SummaryLine)
 from citadel.types import Principal, content_hash
 
-DEFAULT_KEEP_TURNS = 6
 # Bounds: only the start of a message is scanned for requests to remember; a note, a summary line and
 # a line quoting the user are capped; a message yields a few notes at most; the prompt gets the newest
 # notes; the stored summary keeps its newest lines.
@@ -227,13 +227,11 @@ class RecordedTurn:
 class ConversationMemory:
     """Records turns, builds the live-checked context, remembers what the user asks, forgets on delete."""
 
-    def __init__(self, store: ConversationStore, catalog, config=None, keep_turns: int | None = None):
-        """`config`: the agent section (`config.agent`; the root config is accepted too) whose
-        `summarize_after_turns` is how many recent turns stay verbatim."""
-        section = getattr(config, "agent", config)
+    def __init__(self, store: ConversationStore, catalog, config: AgentConfig):
+        """`config.summarize_after_turns`: how many recent turns stay verbatim."""
         self.store = store
         self.catalog = catalog
-        self.keep_turns = keep_turns or getattr(section, "summarize_after_turns", DEFAULT_KEEP_TURNS)
+        self.keep_turns = config.summarize_after_turns
 
     # ------------------------------------------------------------------ writing
     def record_question(self, conversation_id: str, principal: Principal, content: str,

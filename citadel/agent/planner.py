@@ -32,6 +32,7 @@ from citadel.agent.plan import (MAX_ASK_CHARS, MAX_CHECK_CHARS, MAX_CONFLICTS, M
                                 MAX_REPLY_CHARS, Plan, PlanInvalid, Reflection, parse_plan, parse_reflection)
 from citadel.answer.prompt import escape_fences
 from citadel.answer.text import content_terms
+from citadel.config import AgentConfig
 from citadel.errors import Unavailable
 from citadel.generation.backends import chat_completions_url
 from citadel.resilience.deadline import time_left
@@ -298,9 +299,8 @@ class OpenAICompatiblePlanner:
             raise PlanInvalid("the planner's response is not JSON") from None
 
 
-def make_planner(config) -> Planner:
-    """The planner named by an AgentConfig (the root CitadelConfig is accepted too)."""
-    agent = getattr(config, "agent", config)
+def make_planner(agent: AgentConfig) -> Planner:
+    """The planner `agent.planner` names."""
     if agent.planner == "rules":
         return RulesPlanner()
     if agent.planner == "openai_compatible":

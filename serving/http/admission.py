@@ -31,7 +31,7 @@ from starlette.responses import JSONResponse
 from starlette.routing import Match
 
 from citadel.errors import CitadelError, PayloadTooLarge, Unavailable
-from serving.http.errors import error_body, status_of
+from serving.http.errors import error_body
 
 REQUEST_ID_HEADER = "x-request-id"
 CORRELATION_ID_HEADER = "x-correlation-id"
@@ -97,7 +97,7 @@ class Admission:
             body = await self._read_body(scope, headers, receive)
         except CitadelError as error:
             response = JSONResponse(error_body(error.code, error.message, ids.request_id),
-                                    status_code=status_of(error))
+                                    status_code=error.http_status)
             await response(scope, receive, send)
             return
         await self.app(scope, _replaying(body, receive), send)

@@ -33,7 +33,7 @@ from citadel.resilience.deadline import Deadline, deadline_scope
 from citadel.resilience.clock import MonotonicClock
 from citadel.types import validate_tenant_id
 from serving.http.admission import REQUEST_ID_HEADER, Admission
-from serving.http.errors import STATUS_OF_FRAMEWORK_CODE, error_body, status_of
+from serving.http.errors import error_body
 from serving.http.metrics import require_metrics_credential
 from serving.http.models import (ERRORS, AclRequest, AnswerRequest, FaultRequest, FeedbackRequest, MessageRequest,
                                  RetrieveRequest, RetrieveResponse, UploadRequest)
@@ -101,22 +101,9 @@ def _error_response(request: Request, code: str, message: str, status: int,
     return JSONResponse(error_body(code, message, request_id), status_code=status, headers=headers)
 
 
-async def _user_call(request: Request, endpoint: str, authorization: Optional[str], user_context: Optional[str],
-                     method: Callable[[Services], Callable[..., dict]], *args: Any) -> dict:
-    """An end user's request: identity first (401 before any work: serving/http/admission.py verified
-    it before the body was read), then the service method on the worker threads with the request and
-    correlation ids, counted per endpoint, tenant and status."""
-    services = _services(request)
-    caller: Caller = getattr(request.state, "caller", None) or services.access.caller(authorization, user_context)
-    tenant = caller.principal.tenant_id
-    try:
-        result = await _run(request, method(services), caller, *args, request_id_of(request),
-                            getattr(request.state, "correlation_id", None))
-    except CitadelError as error:
-        services.metrics.count_request(endpoint, tenant, status_of(error))
-        raise
-    services.metrics.count_request(endpoint, tenant, 200)
-    return result
+def _request_ids(request: Request) -> tuple[str, str | None]:
+    """The server's id of this request and the client's correlation id, for the query services' logs."""
+    return request_id_of(request), getattr(request.state, "correlation_id", None)
 
 
 def _admin(request: Request, services: Services, authorization: Optional[str]) -> ServiceIdentity:
@@ -144,7 +131,7 @@ def create_api() -> FastAPI:
 def _add_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(CitadelError)
     async def _known(request: Request, error: CitadelError):
-        return _error_response(request, error.code, error.message, status_of(error), error.retry_after_s)
+        return _error_response(request, error.code, error.message, error.http_status, error.retry_after_s)
 
     @app.exception_handler(RequestValidationError)
     async def _invalid(request: Request, error: RequestValidationError):
@@ -156,7 +143,7 @@ def _add_error_handlers(app: FastAPI) -> None:
         code = {404: "not_found", 405: "method_not_allowed"}.get(error.status_code)
         if code is None:  # an unparsable body is reported like any invalid request (422)
             return _error_response(request, InvalidRequest.code, str(error.detail), InvalidRequest.http_status)
-        return _error_response(request, code, str(error.detail), STATUS_OF_FRAMEWORK_CODE[code])
+        return _error_response(request, code, str(error.detail), error.status_code)
 
     @app.exception_handler(Exception)
     async def _unexpected(request: Request, error: Exception):
@@ -181,27 +168,30 @@ def _add_query_routes(app: FastAPI) -> None:
     async def retrieve(request: Request, body: RetrieveRequest,
                        authorization: Optional[str] = Header(None),
                        x_citadel_user_context: Optional[str] = Header(None)) -> dict:
-        return await _user_call(request, "retrieve", authorization, x_citadel_user_context,
-                                lambda services: services.query.retrieve, body.query, body.top_k)
+        return await _caller_call(request, "retrieve", lambda services: services.query.retrieve, body.query,
+                                  body.top_k, *_request_ids(request))
 
     @app.post("/v1/answer", response_model=AnswerBody, responses=ERRORS)
     async def answer(request: Request, body: AnswerRequest,
                      authorization: Optional[str] = Header(None),
                      x_citadel_user_context: Optional[str] = Header(None)) -> dict:
-        return await _user_call(request, "answer", authorization, x_citadel_user_context,
-                                lambda services: services.query.answer, body.question)
+        return await _caller_call(request, "answer", lambda services: services.query.answer, body.question,
+                                  *_request_ids(request))
 
 
 async def _caller_call(request: Request, endpoint: str, method: Callable[[Services], Callable[..., Any]],
                        *args: Any) -> Any:
-    """A verified user's call to a service method taking (caller, *args), counted like `_user_call`."""
+    """An end user's request: identity first (401 before any work: serving/http/admission.py verified
+    it before the body was read), then the service method `(caller, *args)` on the worker threads,
+    counted per endpoint, tenant and status. (The routes still declare the identity headers, so the
+    OpenAPI document shows them.)"""
     services = _services(request)
     caller: Caller = getattr(request.state, "caller", None) or services.access.caller(
         request.headers.get("authorization"), request.headers.get("x-citadel-user-context"))
     try:
         result = await _run(request, method(services), caller, *args)
     except CitadelError as error:
-        services.metrics.count_request(endpoint, caller.principal.tenant_id, status_of(error))
+        services.metrics.count_request(endpoint, caller.principal.tenant_id, error.http_status)
         raise
     services.metrics.count_request(endpoint, caller.principal.tenant_id, 200)
     return result
@@ -239,7 +229,7 @@ def _add_run_routes(app: FastAPI) -> None:
         events = await _caller_call(request, "events", lambda s: s.runs.events, run_id, after)  # 404 first
         if "application/json" in request.headers.get("accept", ""):
             return events
-        return StreamingResponse(_event_stream(request, run_id, after), media_type="text/event-stream",
+        return StreamingResponse(_event_stream(request, run_id, after, events), media_type="text/event-stream",
                                  headers={"cache-control": "no-store", "x-accel-buffering": "no"})
 
     @app.post("/v1/answers/{answer_id}/feedback", responses=ERRORS)
@@ -254,13 +244,15 @@ def _seq_of(last_event_id: Optional[str]) -> int:
     return int(value) if value.isdigit() and len(value) <= 12 else 0
 
 
-async def _event_stream(request: Request, run_id: str, after: int):
-    """Every event after `after`, once, in order, then the stream ends with the run's final or error
-    event; a comment line keeps an idle connection open, and a departed client ends the loop."""
+async def _event_stream(request: Request, run_id: str, after: int, events: list[dict]):
+    """Every event after `after`, once, in order — `events` first (already read), then as they are
+    recorded — ending with the run's final or error event; a comment line keeps an idle connection
+    open, and a departed client ends the loop."""
     services = _services(request)
     caller = request.state.caller
     while True:
-        events = await asyncio.to_thread(services.runs.wait_events, caller, run_id, after)
+        if not events:
+            events = await asyncio.to_thread(services.runs.wait_events, caller, run_id, after)
         if not events:
             if await request.is_disconnected():
                 return
@@ -271,6 +263,7 @@ async def _event_stream(request: Request, run_id: str, after: int):
             yield f"id: {event['seq']}\nevent: {event['type']}\ndata: {json.dumps(event)}\n\n"
         if any(is_terminal(e) for e in events):
             return
+        events = []
 
 
 def _add_admin_routes(app: FastAPI) -> None:

@@ -9,15 +9,6 @@ and never leak a traceback.
 
 from __future__ import annotations
 
-from citadel.errors import CitadelError
-
-# Framework errors that are not CitadelErrors (an unknown route, a wrong method).
-STATUS_OF_FRAMEWORK_CODE = {"not_found": 404, "method_not_allowed": 405}
-
-
-def status_of(error: CitadelError) -> int:
-    return error.http_status
-
 
 def error_body(code: str, message: str, request_id: str) -> dict:
     return {"error": {"code": code, "message": message, "request_id": request_id}}

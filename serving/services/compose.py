@@ -13,6 +13,7 @@ from __future__ import annotations
 import concurrent.futures
 import logging
 import threading
+import time
 from dataclasses import dataclass
 from typing import Callable
 
@@ -83,11 +84,11 @@ def _runs_service(config: CitadelConfig, wiring: Wiring, metrics: ApiMetrics, in
 def _every(period_s: float, action: Callable[[], object]) -> None:
     """Call `action` every `period_s` on a daemon thread for the life of the process."""
     def loop() -> None:
-        while not stop.wait(period_s):
+        while True:
+            time.sleep(period_s)
             try:
                 action()
             except Exception:  # a store outage must not end the adopting thread
                 log.exception("periodic run adoption failed")
 
-    stop = threading.Event()
     threading.Thread(target=loop, name="run-adopter", daemon=True).start()

@@ -58,7 +58,7 @@ class Backend:
 
     def close(self) -> None:
         for store in self.opened:
-            getattr(store, "close", lambda: None)()
+            store.close()
 
 
 @pytest.fixture(params=["memory", "sqlite"])
