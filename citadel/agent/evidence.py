@@ -9,7 +9,10 @@ an answer is quoted from one place), so the loop and the single-shot gate agree 
 Conflicts are found as the single-shot path finds them (citadel/answer/conflicts.py) and then
 resolved only by reliable metadata: a published document over one that is not; an explicit
 `supersedes`; the later of two effective dates that are both already in force (a dated policy for
-next year is not yet the rule). A pair those rules cannot order is reported unresolved.
+next year is not yet the rule). A pair those rules cannot order is reported unresolved. A superseded
+version is retired at publish and never reaches the evidence, so the catalog's `supersedes` is read
+too: a document in the evidence that names a predecessor the user could read is reported as a
+conflict resolved to itself (the caller adds the predecessor's record, `predecessor_ids`).
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from dataclasses import asdict, dataclass, fields
 from typing import Any
 
 from citadel.agent.budget import TokenMeter
+from citadel.agent.criteria import CriterionCheck
 from citadel.agent.plan import MAX_DETAIL_CHARS
 from citadel.answer.conflicts import EFFECTIVE_DATES, SUPERSEDES, Conflict, detect_conflicts
 from citadel.answer.expand import Source
@@ -71,6 +75,8 @@ class EvidenceSet:
     pending: tuple[str, ...] = ()
     meter: TokenMeter | None = None
     today: str = ""  # ISO date that decides which effective dates are in force ("" = today)
+    checks: tuple[CriterionCheck, ...] = ()  # a rule's criteria to settle for the case (criteria.py)
+    searched: tuple[str, ...] = ()  # the search queries the run already made
 
 
 # ---------------------------------------------------------------------- coverage
@@ -175,10 +181,28 @@ def _in_force(first: str, a: DocumentRecord, second: str, b: DocumentRecord, tod
 
 def resolved_conflicts(passages: Sequence[Passage], records: Mapping[str, DocumentRecord | None],
                        today: str = "") -> list[dict[str, Any]]:
-    """Conflicts among the passages, each with the document that applies (`resolved_to`, or None)."""
+    """Conflicts among the passages, then with the predecessors their documents supersede (when
+    `records` holds them), each with the document that applies (`resolved_to`, or None)."""
     found = detect_conflicts(as_sources(passages), records)
+    seen = {frozenset(c.document_ids) for c in found}
+    for document_id in dict.fromkeys(p.document_id for p in passages):
+        record = records.get(document_id)
+        older = records.get(record.supersedes) if record is not None and record.supersedes else None
+        if older is not None and frozenset((document_id, older.document_id)) not in seen:
+            seen.add(frozenset((document_id, older.document_id)))
+            found.append(Conflict(SUPERSEDES, (0, 0), (document_id, older.document_id),
+                                  f'"{record.title}"{_since(record)} supersedes "{older.title}"{_since(older)}.'))
     return [{"kind": c.kind, "document_ids": list(c.document_ids), "detail": _plain_detail(c),
              "resolved_to": resolve(c, records, today)} for c in found]
+
+
+def predecessor_ids(records: Mapping[str, DocumentRecord | None]) -> set[str]:
+    """The documents the records name in `supersedes` that are not among them."""
+    return {r.supersedes for r in records.values() if r is not None and r.supersedes and r.supersedes not in records}
+
+
+def _since(record: DocumentRecord) -> str:
+    return f" (effective {record.effective_date})" if record.effective_date else ""
 
 
 def _plain_detail(conflict: Conflict) -> str:
@@ -197,10 +221,10 @@ def resolution_note(conflict: Mapping[str, Any], records: Mapping[str, DocumentR
     lost = records.get(losers[0]) if losers else None
     if won is None or lost is None:
         return ""
-    if won.status != lost.status:
+    if conflict.get("kind") == SUPERSEDES and won.supersedes == lost.document_id:
+        why = "it supersedes the other" + (f", in force since {won.effective_date}" if won.effective_date else "")
+    elif won.status != lost.status:
         why = f"it is {won.status}, the other is {lost.status}"
-    elif conflict.get("kind") == SUPERSEDES:
-        why = "it supersedes the other"
     else:
         why = f"it is in force since {won.effective_date}, the other since {lost.effective_date}"
     return f'Resolved: "{won.title}" applies over "{lost.title}" ({why}).'

@@ -40,13 +40,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from citadel.agent.budget import RunBudget, TokenMeter
-from citadel.agent.evidence import (EvidenceSet, distinct_parts, passage_from_record, passage_record,
-                                    passage_tokens, resolution_note, resolved_conflicts, skip_reflection,
-                                    superseded_documents, uncovered_parts)
+from citadel.agent.criteria import case_object, criteria_checks, open_checks
+from citadel.agent.evidence import (UNIFORM_IDF, EvidenceSet, distinct_parts, passage_from_record, passage_record,
+                                    on_topic, passage_tokens, predecessor_ids, resolution_note, resolved_conflicts,
+                                    skip_reflection, superseded_documents, uncovered_parts)
 from citadel.agent.plan import MAX_PLAN_STEPS, Plan, PlanInvalid, Reflection, Step, check_steps
 from citadel.agent.planner import SEARCH, PlanContext, Planner, RulesPlanner
 from citadel.agent.tools import StepContext, StepExecutor, ToolRegistry, ToolStepExecutor
 from citadel.answer.gate import term_idf
+from citadel.answer.text import content_terms
 from citadel.chunking import count_tokens
 from citadel.config import AgentConfig
 from citadel.errors import CitadelError, NotFound, Unavailable
@@ -278,10 +280,14 @@ class Orchestrator:
 
     def _settle(self, state: RunState, action: str, reflection: Reflection) -> str | None:
         """After a reflection: FINISH, a stop reason (recorded), or None to go on with what it added."""
-        if action == FINISH:
+        if action == FINISH and reflection.sufficient:
             return FINISH
+        # Gaps remain and the last rounds found nothing relevant: a stop, even where the reflection
+        # has run out of searches to try.
         if state.no_new_rounds >= self.config.no_new_evidence_rounds:
             return self._stop(state, NO_NEW_EVIDENCE)
+        if action == FINISH:
+            return FINISH
         return self._act(state, action, reflection)
 
     def _between_steps(self, state: RunState, owner: str) -> str | None:
@@ -389,7 +395,8 @@ class Orchestrator:
         evidence = self._evidence(state)
         plan = state.plans[-1]
         spent = state.meter.spent
-        if skip_reflection(state.run.question, plan.done_when, evidence.passages, evidence.idf):
+        if (skip_reflection(state.run.question, plan.done_when, evidence.passages, evidence.idf)
+                and not open_checks(evidence.checks, evidence.passages, evidence.idf or UNIFORM_IDF)):
             reflection, skipped, fallback = Reflection(sufficient=True, next=FINISH), True, None
         else:
             skipped, fallback = False, None
@@ -398,7 +405,17 @@ class Orchestrator:
             except (PlanInvalid, Unavailable) as error:  # the rules still read the evidence
                 reflection, fallback = self._rules.reflect(state.run.question, plan, evidence), error.message
         return {"reflection": reflection.to_dict(), "skipped": skipped, "fallback": fallback,
-                "evidence": len(evidence.passages), "tokens": state.meter.spent - spent}
+                "evidence": self._relevant(state, evidence), "tokens": state.meter.spent - spent}
+
+    @staticmethod
+    def _relevant(state: RunState, evidence: EvidenceSet) -> int:
+        """How many passages count as evidence: those covering a part of some plan's checklist or
+        settling a criteria check (a search that only brings unrelated text finds nothing new)."""
+        parts = [part for plan in state.plans for part in plan.done_when] or [state.run.question]
+        idf = evidence.idf or UNIFORM_IDF
+        topical = {p.chunk_id for p in on_topic(parts, evidence.passages, evidence.idf)}
+        settling = {p.chunk_id for p in evidence.passages for c in evidence.checks if c.met_by(p, idf)}
+        return len(topical | settling)
 
     def _action(self, state: RunState, reflection: Reflection) -> str:
         """What code does with a reflection: "continue" with nothing left to run is "finish"; a
@@ -424,12 +441,19 @@ class Orchestrator:
 
     def _evidence(self, state: RunState, pending: bool = True) -> EvidenceSet:
         passages = gathered(state.step_records())
-        documents = {p.document_id for p in passages}
-        records = {d: self.answers.catalog.get_document(state.principal.tenant_id, d) for d in sorted(documents)}
-        partition = self.answers.partitions.get(state.principal.tenant_id)
+        tenant = state.principal.tenant_id
+        records = {d: self.answers.catalog.get_document(tenant, d) for d in sorted({p.document_id for p in passages})}
+        # The versions they retired (never in the evidence: retired at publish), where the user's
+        # groups could read them, so the conflict is reported from the catalog's metadata.
+        for older in sorted(predecessor_ids(records)):
+            record = self.answers.catalog.get_document(tenant, older)
+            if record is not None and state.principal.groups & set(record.groups):
+                records[older] = record
+        partition = self.answers.partitions.get(tenant)
         idf = term_idf(partition) if partition is not None else None
+        searched = tuple(str(s.args.get("query", s.ask)) for s, _ in state.step_records() if s.tool == SEARCH)
         return EvidenceSet(tuple(passages), records, idf, tuple(s.ask for s in state.pending()) if pending else (),
-                           state.meter, self.today())
+                           state.meter, self.today(), tuple(criteria_checks(state.run.question, passages)), searched)
 
     # ------------------------------------------------------------------ synthesis and delivery
     def _synthesize(self, state: RunState, stop: str | None) -> None:
@@ -441,7 +465,8 @@ class Orchestrator:
             conflicts = resolved_conflicts(evidence.passages, evidence.records, evidence.today)
             ruled_out = superseded_documents(conflicts)
             passages = [p for p in evidence.passages if p.document_id not in ruled_out]
-            response = self.answers.compose_from(state.principal, state.run.question, passages, state.run_id)
+            response = self.answers.compose_from(state.principal, state.run.question, passages, state.run_id,
+                                                 task=synthesis_task(state, evidence))
             tokens = count_tokens(state.run.question) + passage_tokens(passages) + count_tokens(response.answer)
             record = answer_record(response, self._missing(state, evidence), tokens)
             # A resolution is reported where the answer rests on the version that won it.
@@ -450,6 +475,8 @@ class Orchestrator:
                         if c["resolved_to"] in cited]
             if resolved and not response.refused:
                 record["answer"] = " ".join([record["answer"], *(c["note"] for c in resolved if c["note"])])
+            if record["missing"] and not response.refused:  # a partial answer says what it lacks
+                record["answer"] = f"{record['answer']} {missing_note(record['missing'])}"
             record["conflicts"] = [*record["conflicts"], *resolved]
             record = self._record(state, "answer", record)
         self._deliver(state, record, stop, AGENTIC)
@@ -462,7 +489,8 @@ class Orchestrator:
         unanswered = [s.ask for s, r in state.step_records() if r.get("status") != "ok"]
         unanswered += [s.ask for s in state.pending()]
         parts = list(dict.fromkeys(checklist + unanswered))
-        return distinct_parts(uncovered_parts(parts, evidence.passages, evidence.idf))
+        unsettled = [c.ask for c in open_checks(evidence.checks, evidence.passages, evidence.idf or UNIFORM_IDF)]
+        return distinct_parts(uncovered_parts(parts, evidence.passages, evidence.idf)) + unsettled
 
     def _cancelled_answer(self, state: RunState, missing: list[str]) -> dict[str, Any]:
         return self._record(state, "answer", {"answer": "", "refused": True, "reason": CANCELLED, "citations": [],
@@ -534,6 +562,23 @@ def gathered(step_records: list[tuple[Step, dict[str, Any]]]) -> list[Passage]:
                 seen.add(ps[rank].chunk_id)
                 passages.append(ps[rank])
     return passages
+
+
+def missing_note(missing: list[str]) -> str:
+    """The sentence a partial answer ends with, naming what the documents did not confirm."""
+    return "The documents found could not confirm: " + "; ".join(missing) + "."
+
+
+def synthesis_task(state: RunState, evidence: EvidenceSet) -> str:
+    """What the answer must cover beyond the question, one line each: the first plan's checklist,
+    what the case asks to be eligible for (so the rule's grant is quoted), each criterion as the
+    rule states it, then each as a fact about the case (so the quote for it is the fact, the rule's
+    own wording being quoted already)."""
+    question_terms = set(content_terms(state.run.question))
+    lines = [*(state.plans[0].done_when if state.plans else ()), case_object(state.run.question) or "",
+             *(f"{c.criterion}: {c.requirement}" for c in evidence.checks), *(c.ask for c in evidence.checks)]
+    kept = [line for line in dict.fromkeys(lines) if line.strip() and set(content_terms(line)) != question_terms]
+    return "\n".join(kept)
 
 
 def answer_record(response, missing: list[str], tokens: int) -> dict[str, Any]:

@@ -26,7 +26,8 @@ from typing import Any, Protocol, runtime_checkable
 
 from citadel import regex
 from citadel.agent.budget import TokenMeter
-from citadel.agent.evidence import (DEFAULT_MIN_COVERAGE, EvidenceSet, missing_words, on_topic,
+from citadel.agent.criteria import open_checks
+from citadel.agent.evidence import (DEFAULT_MIN_COVERAGE, UNIFORM_IDF, EvidenceSet, missing_words, on_topic,
                                     resolved_conflicts, uncovered_parts)
 from citadel.agent.plan import (MAX_ASK_CHARS, MAX_CHECK_CHARS, MAX_CONFLICTS, MAX_GAPS, MAX_PLAN_STEPS,
                                 MAX_REPLY_CHARS, Plan, PlanInvalid, Reflection, parse_plan, parse_reflection)
@@ -43,8 +44,9 @@ SEARCH = "search"
 MIN_PART_TERMS = 2
 # Words that start a new clause after "and": "… and what is …", "… and the booking deadline". A bare
 # "and" between nouns ("revenue and tenure") joins one part, it does not divide two.
-CLAUSE_STARTS = ("who|whom|whose|what|when|where|why|how|which|whether|is|are|was|were|can|could|do|does|did|"
-                 "should|must|may|will|would|has|have|the|a|an|its|their|our|my|any")
+QUESTION_WORDS = ("who|whom|whose|what|when|where|why|how|which|whether|is|are|was|were|can|could|do|does|did|"
+                  "should|must|may|will|would|has|have")
+CLAUSE_STARTS = QUESTION_WORDS + "|the|a|an|its|their|our|my|any"
 # Where a question divides (group 1, the cut): question marks, semicolons, sentence ends, enumeration
 # markers ("1.", "(2)", "b)", "- ") after a space or line break, line breaks, "also", "as well as",
 # "in addition", and "and" — the last only when group 2 (the next word) starts a clause.
@@ -56,6 +58,9 @@ PART_SEPARATOR = regex.compile(
     regex.IGNORECASE,
 )
 BARE_AND = "and"
+# A message's sentences with how each ends (".", "!", "?" or the end), and a sentence that asks.
+SENTENCE = regex.compile("agent.planner.sentence", r"([^.!?]+)([.!?]+|$)")
+QUESTION_START = regex.compile("agent.planner.question_start", rf"^\s*(?:{QUESTION_WORDS})\b", regex.IGNORECASE)
 # Characters trimmed from both ends of a part.
 PART_TRIM = " \t\n,:;.!?-*•()"
 # The longest evidence passage text one reflection prompt quotes, and how many passages.
@@ -144,6 +149,21 @@ def _joined(pieces: list[tuple[str, str]]) -> list[str]:
     return [" ".join("".join(fragments).split()).strip(PART_TRIM) for fragments, _ in parts]
 
 
+def situation_terms(question: str) -> list[set[str]]:
+    """The terms of each sentence that states rather than asks ("Acme renews next month."), when the
+    message also asks something; empty otherwise."""
+    sentences = [(m.group(1), m.group(2)) for m in SENTENCE.finditer(question.strip()[:MAX_ASK_CHARS * MAX_PLAN_STEPS])]
+    if not any(end == "?" for _, end in sentences):
+        return []
+    return [set(content_terms(text)) for text, end in sentences
+            if end != "?" and not QUESTION_START.search(text) and content_terms(text)]
+
+
+def _query_key(query: str) -> tuple[str, ...]:
+    """A search's identity for "tried already": its content terms, in order."""
+    return tuple(content_terms(query))
+
+
 def _distinct(parts: Sequence[str]) -> list[str]:
     seen: set[frozenset[str]] = set()
     kept = []
@@ -168,24 +188,40 @@ class RulesPlanner:
         parts = [p[:MAX_ASK_CHARS] for p in parts if p.strip()][:max(1, context.max_steps)]
         steps = [{"id": f"s{i}", "ask": part, "tool": SEARCH, "args": {"query": part}, "needs": []}
                  for i, part in enumerate(parts, 1)]
-        done_when = parts if len(parts) > 1 or context.gaps else [question.strip()]
+        # A stated situation ("Acme renews next month.") is searched for context; the checklist is
+        # what the question asks.
+        situation = situation_terms(question) if not context.gaps else []
+        asked = [p for p in parts if not any(set(content_terms(p)) <= terms for terms in situation)]
+        done_when = (asked or parts) if len(parts) > 1 or context.gaps else [question.strip()]
         # Checked like any planner's proposal: an empty question is PlanInvalid here, not a crash.
         proposal = {"steps": steps, "done_when": [d[:MAX_CHECK_CHARS] for d in done_when if d.strip()]}
         return parse_plan(proposal, context.tools, context.known_ids, context.check_args)
 
     def reflect(self, question: str, plan: Plan, evidence: EvidenceSet) -> Reflection:
+        """Gaps: the checklist parts no passage covers, then the criteria checks no passage settles.
+        Next: finish with no gap; continue while planned steps remain; re-plan for checks never
+        searched (one parallel step each); else a search for a gap not tried yet (its missing words,
+        then the whole part); else finish with what is missing. A query already made is never
+        proposed again, so the rules cannot trip the repeated-call stop."""
         parts = list(plan.done_when) or [question]
-        gaps = uncovered_parts(parts, evidence.passages, evidence.idf, self.min_coverage)[:MAX_GAPS]
+        uncovered = uncovered_parts(parts, evidence.passages, evidence.idf, self.min_coverage)
+        unsettled = [c.ask for c in open_checks(evidence.checks, evidence.passages, evidence.idf or UNIFORM_IDF)]
+        gaps = (uncovered + unsettled)[:MAX_GAPS]
         relevant = on_topic(parts, evidence.passages, evidence.idf, self.min_coverage)
         conflicts = resolved_conflicts(relevant, evidence.records, evidence.today)[:MAX_CONFLICTS]
-        if not gaps:
-            action, query = "finish", None
-        elif evidence.pending:
-            action, query = "continue", None
-        else:
-            action, query = "search", missing_words(gaps[0], evidence.passages, evidence.idf)
-        return parse_reflection({"sufficient": not gaps, "conflicts": conflicts, "gaps": gaps, "next": action,
-                                 "next_query": query})
+        tried = {_query_key(q) for q in evidence.searched}
+        fresh_checks = [g for g in unsettled if _query_key(g) not in tried]
+        action, query, replan_gaps = "finish", None, []
+        if gaps and evidence.pending:
+            action = "continue"
+        elif fresh_checks:
+            action, replan_gaps = "replan", fresh_checks
+        elif gaps:
+            query = next((q for gap in gaps for q in (missing_words(gap, evidence.passages, evidence.idf), gap)
+                          if _query_key(q) not in tried), None)
+            action = "search" if query else "finish"
+        return parse_reflection({"sufficient": not gaps, "conflicts": conflicts,
+                                 "gaps": replan_gaps or gaps, "next": action, "next_query": query})
 
 
 # ---------------------------------------------------------------------- openai_compatible

@@ -244,12 +244,13 @@ class AnswerService:
         return self._finish(principal, question, response, timer, log_extra, correlation_id)
 
     def compose_from(self, principal: Principal, question: str, passages: Sequence[Passage],
-                     request_id: str | None = None) -> AnswerResponse:
+                     request_id: str | None = None, task: str | None = None) -> AnswerResponse:
         """Answer `question` from passages gathered elsewhere (an agentic run's evidence, in the order
         to number them) through the same expand → generate → validate → conflicts → compose stages
         and answer log as `ask`. No retrieval and no gate: a run answers with what it found, so only
         an empty evidence list is refused. Each passage is re-checked live first (a document revoked
-        or republished since the step that found it is dropped)."""
+        or republished since the step that found it is dropped). `task`: what the generator is asked
+        to cover, when more than the question (a run's question and its checklist, one per line)."""
         request_id = request_id or uuid.uuid4().hex
         timer = StageTimer()
         with timer.stage("recheck"):
@@ -265,19 +266,20 @@ class AnswerService:
             return self._finish(principal, question, response, timer, {"composed": True})
         log_extra: dict[str, Any] = {"composed": True}
         response = self._grounded_answer(principal, query, list(passages), partition, request_id, [], timer, trace,
-                                         log_extra)
+                                         log_extra, task=task)
         return self._finish(principal, question, response, timer, log_extra)
 
     def _grounded_answer(self, principal: Principal, query: str, passages: list[Passage], partition: Partition | None,
                          request_id: str, degraded: list[str], timer: StageTimer, trace: AnswerTrace,
-                         log_extra: dict[str, Any], decision: GateDecision | None = None) -> AnswerResponse:
+                         log_extra: dict[str, Any], decision: GateDecision | None = None,
+                         task: str | None = None) -> AnswerResponse:
         """Expand → generate → validate → conflicts → compose over passages already admitted (by the
         gate, or as a run's evidence); what it did goes into `log_extra` for the answer log."""
         with timer.stage("expand"):
             sources = self.expander.expand(passages, partition)
         trace.sources = [s.passage for s in sources]
         with timer.stage("generate"):
-            draft, model_id = self._generate(query, sources, degraded)
+            draft, model_id = self._generate(f"{query}\n{task}" if task else query, sources, degraded)
         by_number = {s.number: s.passage for s in sources}
         trace.drafted = [by_number[n] for n in dict.fromkeys(marker_numbers(draft)) if n in by_number]
         with timer.stage("validate"):

@@ -105,13 +105,52 @@ def local_term_weights(question_terms: set[str], candidates: Sequence[Evidence])
             for term in question_terms}
 
 
+# A later line's quote: terms the chosen sentences already hold count this share, and the quote must
+# hold at least LINE_MIN_SHARE of the line's (local IDF) weight.
+COVERED_TERM_SHARE = 0.25
+LINE_MIN_SHARE = 0.3
+
+
 def select_evidence(question: str, sources: Sequence[Source], max_sentences: int = DEFAULT_MAX_SENTENCES) -> list[Evidence]:
     """Greedy cover of the question's terms by source sentences, best first; never empty when
-    the sources have a sentence (without any overlap, the top source's first sentence)."""
+    the sources have a sentence (without any overlap, the top source's first sentence).
+
+    A question of several lines (an agentic run's task: the question, then each part of its
+    checklist) is covered line by line: the first line as above, then each later line gets its own
+    quote, the best sentence not yet chosen for that line's terms (a term the chosen sentences hold
+    counts a quarter, so the quote adds something), when it holds LINE_MIN_SHARE of the line."""
     candidates = candidate_sentences(sources)
     if not candidates:
         return []
-    question_terms = set(content_terms(question))
+    first, *later = [line for line in question.splitlines() if line.strip()] or [question]
+    chosen = _greedy_cover(set(content_terms(first)), candidates, max_sentences)
+    chosen = with_list_items(chosen or [min(candidates, key=lambda c: (c.source_number, c.position))], candidates)
+    for line in later:
+        quote = _line_quote(set(content_terms(line)), candidates, chosen)
+        if quote is not None:
+            chosen = with_list_items([*chosen, quote], candidates)
+    return chosen
+
+
+def _line_quote(line_terms: set[str], candidates: Sequence[Evidence], chosen: list[Evidence]) -> Evidence | None:
+    weights = local_term_weights(line_terms, candidates)
+    total = sum(weights.values())
+    covered: set[str] = set().union(*(c.terms for c in chosen)) if chosen else set()
+    remaining = [c for c in candidates if c not in chosen]
+    if not total or not remaining:
+        return None
+
+    def gain(evidence: Evidence) -> float:
+        held = evidence.terms & line_terms
+        weight = sum(weights[t] * (COVERED_TERM_SHARE if t in covered else 1.0) for t in held)
+        return weight / (1.0 + SOURCE_RANK_DECAY * (evidence.source_number - 1))
+
+    best = max(remaining, key=lambda c: (gain(c), -c.source_number, -c.position))
+    share = sum(weights[t] for t in best.terms & line_terms) / total
+    return best if share >= LINE_MIN_SHARE else None
+
+
+def _greedy_cover(question_terms: set[str], candidates: Sequence[Evidence], max_sentences: int) -> list[Evidence]:
     weights = local_term_weights(question_terms, candidates)
     total_weight = sum(weights.values()) or 1.0
     chosen: list[Evidence] = []
@@ -131,7 +170,7 @@ def select_evidence(question: str, sources: Sequence[Source], max_sentences: int
             break
         chosen.append(best)
         covered |= best.terms
-    return with_list_items(chosen or [min(candidates, key=lambda c: (c.source_number, c.position))], candidates)
+    return chosen
 
 
 class ExtractiveGenerator(Generator):
