@@ -1,7 +1,8 @@
 """`citadel demo` (what `make demo` runs): ingest the fictional tenants in examples/, start a local
 cluster (`citadel up`: Ray on 127.0.0.1 and the Serve app) and show, through its HTTP API, citations,
 a superseded version excluded after an upload, a Finance-only document invisible to Sales, tenant
-isolation, a page citation, a cited answer, an honest refusal and an ACL revocation; then stop it."""
+isolation, a page citation, a cited answer, an honest refusal, an ACL revocation and an agentic run
+through the runs API (the running example, then again with the agreement withdrawn); then stop it."""
 
 from __future__ import annotations
 
@@ -103,6 +104,27 @@ class ApiClient:
             job = self._ok(self.http.get(f"/v1/admin/jobs/{job['job_id']}", headers=self._admin))
         return job
 
+    def run(self, user: User, content: str) -> tuple[str, list[dict]]:
+        """A conversation, one message, and the run's events read as they come until its final one."""
+        conversation = self._ok(self.http.post("/v1/conversations", headers=self._headers(user)))["conversation_id"]
+        run_id = self._ok(self.http.post(f"/v1/conversations/{conversation}/messages", json={"content": content},
+                                         headers=self._headers(user)))["run_id"]
+        events: list[dict] = []
+        deadline = time.monotonic() + JOB_TIMEOUT_S
+        while time.monotonic() < deadline:
+            after = events[-1]["seq"] if events else 0
+            page = self._ok(self.http.get(f"/v1/runs/{run_id}/events", params={"after_seq": after},
+                                          headers={**self._headers(user), "accept": "application/json"}))
+            events.extend(page)
+            if any(e["type"] in ("final", "error") for e in page):
+                return run_id, events
+            time.sleep(JOB_POLL_S)
+        raise SystemExit(f"demo failed: run {run_id} did not finish in {JOB_TIMEOUT_S:.0f} s")
+
+    def withdraw(self, tenant: str, document_id: str) -> dict:
+        return self._ok(self.http.post(f"/v1/admin/tenants/{tenant}/documents/{document_id}/withdraw",
+                                       headers=self._admin))
+
     def set_acl(self, tenant: str, document_id: str, groups: list[str]) -> dict:
         return self._ok(self.http.put(f"/v1/admin/tenants/{tenant}/documents/{document_id}/acl",
                                       json={"groups": groups}, headers=self._admin))
@@ -137,6 +159,31 @@ def _answer(api: ApiClient, title: str, user: User, question: str) -> dict:
         lines.append(f"(refused: {response['reason']})")
     console.print(Panel("\n".join(lines), title=title))
     return response
+
+
+def _run(api: ApiClient, title: str, user: User, question: str) -> dict:
+    """An agentic run through the runs API: its progress as it came, then the final answer."""
+    run_id, events = api.run(user, question)
+    lines = [f"[bold]{user.name}[/bold] ({user.tenant}; groups {sorted(user.groups)}) asks: [italic]{question}[/italic]",
+             f"run {run_id}"]
+    for event in events:
+        data = event["data"]
+        if event["type"] != "progress":
+            continue
+        if data["stage"] == "plan" and "steps" in data:
+            lines.append(f"  plan: {' | '.join(s['ask'] for s in data['steps'])}")
+        elif data["stage"] == "step":
+            lines.append(f"  step {data['step_id']}: {data['status']}, {len(data['chunk_ids'])} passages")
+        elif data["stage"] in ("route", "stopped", "reflection"):
+            detail = data.get("path") or data.get("reason") or data.get("action")
+            lines.append(f"  {data['stage']}: {detail}")
+    final = next(e["data"] for e in events if e["type"] == "final")
+    lines += ["", final["answer"]]
+    for number, citation in enumerate(final["citations"], start=1):
+        lines.append(f"  [{number}] {citation['title']} v{citation['version']} — {citation['heading']}")
+    lines.append(f"(path {final['path']}, {final['steps']} steps, stop reason {final['stop_reason']})")
+    console.print(Panel("\n".join(lines), title=title))
+    return final
 
 
 def _ingest(runtime: Wiring, tenant: str, files: list[SourceFile], acl: AclSpec) -> None:
@@ -217,6 +264,25 @@ def _tour(api: ApiClient) -> None:
     api.set_acl("northwind", "margin-model", ["board"])
     revoked = _show(api, "10. Margin model revoked from Finance through the admin API: gone at once", finance, margin)
     _expect(all(p["document_id"] != "margin-model" for p in revoked), "revoked document still served")
+    _running_example(api, sales)
+
+
+def _running_example(api: ApiClient, sales: User) -> None:
+    """The agentic path (DESIGN.md §10): a question that needs the policy, the account and the agreement."""
+    question = "Acme renews next month. Are they eligible for the multi-year discount?"
+    final = _run(api, "11. An agentic run: the rule's criteria checked against the account and the agreement",
+                 sales, question)
+    sections = {c["heading"].rsplit(" > ", 1)[-1] for c in final["citations"]}
+    _expect(final["path"] == "agentic" and {"3.2 Eligibility", "3.3 Discount"} <= sections,
+            f"the running example did not cite 3.2 and 3.3: {sorted(sections)}")
+    _expect(any(c["resolved_to"] == "discount-policy-2026" for c in final["conflicts"]),
+            "the 2025 policy's conflict was not reported and resolved for 2026")
+    _expect(all(c["document_id"] != "margin-model" for c in final["citations"]), "finance-only document leaked")
+    api.withdraw("northwind", "acme-msa")
+    stopped = _run(api, "12. The agreement withdrawn: the run stops by rule and says what it could not confirm",
+                   sales, question)
+    _expect(stopped["stop_reason"] is not None and any("tenure" in m for m in stopped["missing"]),
+            f"expected a stopped run missing the tenure: {stopped['stop_reason']} {stopped['missing']}")
 
 
 if __name__ == "__main__":
