@@ -343,6 +343,11 @@ def _deployments() -> dict[str, DeploymentSettings]:
         "reranker": DeploymentSettings(max_ongoing_requests=32, max_queued_requests=256, target_ongoing_requests=16),
         "router": DeploymentSettings(max_ongoing_requests=64, max_queued_requests=256, num_cpus=0.1),
         "generator": DeploymentSettings(max_ongoing_requests=16, max_queued_requests=256, target_ongoing_requests=8),
+        # Split only: agentic runs. A run holds one request (and one thread) of its replica for its
+        # whole life, mostly waiting on the stage deployments; a second replica lets a run whose
+        # replica died continue at once on a live one (the gateway adopts it when its lease expires).
+        "orchestrator": DeploymentSettings(min_replicas=1, max_replicas=2, max_ongoing_requests=16,
+                                           max_queued_requests=256, target_ongoing_requests=8),
     }
 
 

@@ -29,6 +29,9 @@ class Stages:
     generator: Any = None     # Generator
     router: Any = None        # Router
     memo: Any = None          # the QueryVectorMemo the (remote) retriever fills, for the gate
+    # The run loop served elsewhere: anything with `drive(run_id, owner) -> Run` (the split topology's
+    # orchestrator deployment). Set, the runs this process starts are driven there, not here.
+    orchestrator: Any = None
 
 
 class Wiring:
@@ -239,14 +242,21 @@ class Wiring:
 
     @cached_property
     def orchestrator(self):
-        """The run loop over this wiring's run store, answer service, planner and tools."""
+        """The run loop (`drive(run_id, owner)`): the one in `Stages` when another deployment serves it,
+        else one here over this wiring's run store, answer service, planner and tools."""
+        if self.stages.orchestrator is not None:
+            return self.stages.orchestrator
         return self.make_orchestrator(self.run_store)
 
     def make_orchestrator(self, run_store, planner=None, **options):
         """An orchestrator over the given run store (and planner, else this wiring's); `options` go to
-        `Orchestrator` (clock, executor, after_step, today)."""
+        `Orchestrator` (clock, executor, after_step, today). Unless `after_step` is given, the hook is
+        the `AFTER_STEP` crash point (citadel/resilience/crash_points.py): a drill arms it through the
+        environment; unarmed it costs one environment lookup per step."""
         from citadel.agent.orchestrator import Orchestrator
+        from citadel.resilience.crash_points import after_step
 
+        options.setdefault("after_step", after_step)
         return Orchestrator(run_store, self.answer_service, planner or self.planner, self.agent_tools,
                             self.config.agent, cost_per_1k_tokens=self.config.state.cost_per_1k_tokens, **options)
 

@@ -3,6 +3,7 @@
 It owns what ingestion reads (sources.py: files, inline documents, ACL specs, trusted fields), the
 jobs built from paths, manifests and dead letters (jobs.py), the steps both engines share (steps.py),
 the job report (report.py), the engine protocol (engine.py), the local engine (local.py), re-embedding
-after a model change (reembed.py), synthetic corpora (synth.py) and crash points for drills
-(crash_points.py). The Ray Data engine lives in indexing/.
+after a model change (reembed.py) and synthetic corpora (synth.py). Its crash point for drills
+(`BEFORE_PUBLISH`) lives with the other fault hooks in citadel/resilience/crash_points.py. The Ray
+Data engine lives in indexing/.
 """

@@ -28,7 +28,6 @@ from citadel.config import CitadelConfig, IndexConfig
 from citadel.embedding.base import Embedder, TokenCounter
 from citadel.embedding.factory import make_token_counter
 from citadel.errors import CitadelError, ReembedRequired
-from citadel.ingest.crash_points import BEFORE_PUBLISH, fault_point
 from citadel.ingest.sources import (
     TENANT_WIDE_GROUP,
     TRUSTED_FRONT_MATTER_KEYS,
@@ -39,6 +38,7 @@ from citadel.ingest.sources import (
     is_published_status,
 )
 from citadel.locks import file_lock
+from citadel.resilience.crash_points import BEFORE_PUBLISH, fault_point
 from citadel.segments.build import SegmentSpec, build_delta_segment, build_segment, choose_tier
 from citadel.segments.compaction import RebuildReason, live_mask, model_changed, plan_publish, read_stack
 from citadel.segments.layout import CHUNKS, VECTORS, prune_segments, stack_of, tenant_root

@@ -3,9 +3,17 @@
 
 Two topologies from one config (`serving.topology`):
 - **fused**: one deployment, the HTTP ingress with every stage in its replica (no hops; CPU-only and
-  latency-critical use).
+  latency-critical use). Agentic runs are driven in the same replica.
 - **split**: a gateway ingress calling embedder, retriever, router, generator (and reranker, when one
-  is configured) deployments, each with its own replicas, autoscaling and resources.
+  is configured) deployments, each with its own replicas, autoscaling and resources, plus an
+  **orchestrator** deployment that drives agentic runs (`Orchestrator.drive`) over those same stage
+  deployments. The gateway's RunsService starts a run by calling it (serving/ray/remote.py
+  `RemoteOrchestrator`) and, every `agent.lease_ttl_s`, adopts the unfinished runs whose lease
+  expired: when an orchestrator replica dies mid-run the gateway's call fails, the run's lease
+  expires, and the adopter starts it again on a live replica, which continues from the last recorded
+  step (runs live in the shared run store: SQLite under the home, or Redis). Each orchestrator replica
+  drives under an owner id of its own (the gateway's plus the replica's id), so a restarted replica
+  can never renew a dead one's lease.
 The stage objects are the same plain classes in both (serving/services/compose.py); this module only puts Ray
 decorators around them. Each deployment's limits and autoscaling come from
 `serving.deployments.<name>` in config.
@@ -14,6 +22,8 @@ decorators around them. Each deployment's limits and autoscaling come from
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -29,8 +39,8 @@ from serving.ray.loopback import pin_replica_grpc_to_loopback
 from citadel.resilience.deadline import deadline_scope
 from citadel.resilience.process import Resilience
 from citadel.wiring import Stages, Wiring
-from serving.ray.remote import (RemoteEmbedder, RemoteGenerator, RemoteReranker, RemoteRetriever, RemoteRouter,
-                                adopted_deadline)
+from serving.ray.remote import (RemoteEmbedder, RemoteGenerator, RemoteOrchestrator, RemoteReranker, RemoteRetriever,
+                                RemoteRouter, adopted_deadline)
 
 api = create_api()
 
@@ -49,6 +59,14 @@ def replica_rank() -> int:
         return int(getattr(rank, "rank", rank) or 0)
     except Exception:  # not in a replica (tests, fused in-process use)
         return 0
+
+
+def replica_id() -> str:
+    """This Serve replica's unique id (a restarted replica gets a new one); a random one outside Serve."""
+    try:
+        return str(serve.get_replica_context().replica_id.unique_id)
+    except Exception:  # not in a replica
+        return uuid.uuid4().hex[:12]
 
 
 def _within(epoch: float | None, call):
@@ -184,6 +202,32 @@ class Generator:
                                        sources)
 
 
+@serve.deployment
+class Orchestrator:
+    """Agentic runs (split topology): `drive(run_id, owner)` works a run to its end under its lease,
+    with this replica's own Wiring over the stage deployments (the same remote stages as the
+    gateway's). The run store is shared, so any replica continues a run from its last recorded step.
+
+    A run holds one thread here for its whole life (it mostly waits on the stages), so drives get a
+    pool as large as the replica's `max_ongoing_requests` rather than the event loop's default one."""
+
+    def __init__(self, config_dict: dict, handles: dict[str, Any]):
+        config = _config(config_dict)
+        resilience = Resilience(config, replica_rank)
+        wiring = Wiring(config, resilience=resilience, stages=_remote_stages(config, handles, resilience),
+                        in_replica=True, stage="orchestrator")
+        self._orchestrator = wiring.make_orchestrator(wiring.run_store)
+        self._replica = replica_id()
+        threads = config.serving.deployments["orchestrator"].max_ongoing_requests
+        self._pool = concurrent.futures.ThreadPoolExecutor(threads, thread_name_prefix="drive")
+
+    async def drive(self, run_id: str, owner: str):
+        """The run as it stands after this drive (a `Run`). `owner` (the caller's) is suffixed with
+        this replica's id: a replica started after this one died never holds this one's lease."""
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._pool, self._orchestrator.drive, run_id, f"{owner}/{self._replica}")
+
+
 # ---------------------------------------------------------------------- the ingress
 @serve.deployment
 @serve.ingress(api)
@@ -199,14 +243,20 @@ class Gateway:
 
 
 def _remote_stages(config: CitadelConfig, handles: dict[str, Any], resilience: Resilience) -> Stages:
+    """Proxies to the stage deployments in `handles`; with an "orchestrator" handle (the gateway's),
+    runs are driven there. A run's call waits for the whole run: its deadline, then one request
+    timeout for the answer's synthesis."""
     timeout_s = config.serving.request_timeout_s
     memo = QueryVectorMemo(RemoteEmbedder(handles["embedder"], timeout_s))
     reranker = handles.get("reranker")
+    orchestrator = handles.get("orchestrator")
     return Stages(embedder=RemoteEmbedder(handles["embedder"], timeout_s),
                   retriever=RemoteRetriever(handles["retriever"], timeout_s, memo, resilience),
                   reranker=RemoteReranker(reranker, timeout_s) if reranker is not None else None,
                   generator=RemoteGenerator(handles["generator"], timeout_s),
-                  router=RemoteRouter(handles["router"], timeout_s), memo=memo)
+                  router=RemoteRouter(handles["router"], timeout_s), memo=memo,
+                  orchestrator=(RemoteOrchestrator(orchestrator, config.agent.deadline_s + timeout_s)
+                                if orchestrator is not None else None))
 
 
 # ---------------------------------------------------------------------- the builder
@@ -267,4 +317,6 @@ def build_app_for(config: CitadelConfig) -> Application:
                "router": bound(Router, "router"), "generator": bound(Generator, "generator")}
     if config.answer.reranker != "none":
         handles["reranker"] = bound(Reranker, "reranker")
+    # The orchestrator calls the stages, never itself; the gateway calls it too.
+    handles["orchestrator"] = bound(Orchestrator, "orchestrator", dict(handles))
     return bound(Gateway, "gateway", handles)

@@ -165,3 +165,16 @@ class RemoteGenerator(_Proxy):
 class RemoteRouter(_Proxy):
     def route(self, question: str):
         return self._stage_call("route", question)
+
+
+class RemoteOrchestrator(_Proxy):
+    """The run loop (`Orchestrator.drive`) over the orchestrator deployment (split topology). The
+    gateway's RunsService calls it on its run workers and blocks until the run ends, so `timeout_s`
+    is a run's whole allowance (its deadline plus the answer's synthesis), not one request's.
+
+    A replica that dies mid-run fails this call; the run keeps its recorded steps and its lease
+    expires, and the gateway's adopter starts it again here, on a live replica, which continues from
+    the last recorded step."""
+
+    def drive(self, run_id: str, owner: str):
+        return self._call("drive", run_id, owner)

@@ -39,7 +39,7 @@ RAYCLUSTER = CLUSTER / "kuberay" / "raycluster.yaml"
 
 GPU = "nvidia.com/gpu"
 IMPORT_PATH = "serving.ray.app:build_app"
-SPLIT_STAGES = {"gateway", "embedder", "retriever", "router", "generator"}
+SPLIT_STAGES = {"gateway", "embedder", "retriever", "router", "generator", "orchestrator"}
 GPU_STAGES = {"embedder", "reranker", "generator"}
 SECRET_ENV = {"CITADEL_REDIS_URL"}
 

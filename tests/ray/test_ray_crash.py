@@ -16,7 +16,7 @@ from ray_helpers import GOOD, OBJECT_STORE_MB, RAY_CPUS, run_pipeline
 
 pytest.importorskip("ray")
 
-from citadel.ingest.crash_points import BEFORE_PUBLISH, MARKER_ENV, PAUSE_AT_ENV  # noqa: E402
+from citadel.resilience.crash_points import BEFORE_PUBLISH, MARKER_ENV, PAUSE_AT_ENV  # noqa: E402
 from citadel.ingest.sources import AclSpec, discover  # noqa: E402
 from citadel.types import Principal  # noqa: E402
 from indexing.records import records_from_paths  # noqa: E402

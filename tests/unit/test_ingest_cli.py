@@ -10,7 +10,7 @@ import pytest
 from pydantic import ValidationError
 from typer.testing import CliRunner
 
-from citadel.ingest import crash_points
+from citadel.resilience import crash_points
 from citadel.cli.ingest_cmd import LOCAL, RAY, choose_engine
 from citadel.cli.main import app
 from citadel.wiring import Wiring
