@@ -190,6 +190,7 @@ class Wiring:
         gate reads, so its vector score costs no second embedding), reranker, gate and generator."""
         from citadel.answer.expand import ExpansionBudget, SectionExpander
         from citadel.answer.gate_model import make_gate
+        from citadel.answer.prompt import PromptAssembler
         from citadel.answer.semantic import WORD_MEMO_CAPACITY
         from citadel.answer.service import AnswerService, AnswerSettings, QueryVectorMemo
         from citadel.answer.validator import AnswerValidator
@@ -202,7 +203,8 @@ class Wiring:
                              self.catalog, AnswerSettings.from_config(answer), expander,
                              AnswerValidator(answer.min_support), self.router,
                              PlantedScreen(answer.screen_cache_chunks), self.memo,
-                             QueryVectorMemo(self.embedder, WORD_MEMO_CAPACITY))
+                             QueryVectorMemo(self.embedder, WORD_MEMO_CAPACITY),
+                             PromptAssembler.for_generator(self.generator, self.config.agent))
 
     # ------------------------------------------------------------------ the agentic path
     @cached_property
@@ -250,13 +252,15 @@ class Wiring:
 
     def make_orchestrator(self, run_store, planner=None, **options):
         """An orchestrator over the given run store (and planner, else this wiring's); `options` go to
-        `Orchestrator` (clock, executor, after_step, today). Unless `after_step` is given, the hook is
+        `Orchestrator` (clock, executor, after_step, today, memory: this wiring's conversation memory
+        unless given). Unless `after_step` is given, the hook is
         the `AFTER_STEP` crash point (citadel/resilience/crash_points.py): a drill arms it through the
         environment; unarmed it costs one environment lookup per step."""
         from citadel.agent.orchestrator import Orchestrator
         from citadel.resilience.crash_points import after_step
 
         options.setdefault("after_step", after_step)
+        options.setdefault("memory", self.conversation_memory)
         return Orchestrator(run_store, self.answer_service, planner or self.planner, self.agent_tools,
                             self.config.agent, cost_per_1k_tokens=self.config.state.cost_per_1k_tokens, **options)
 

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import contextvars
+import dataclasses
 import logging
 import math
 import time
@@ -41,6 +42,7 @@ from typing import Any
 
 from citadel.agent.budget import RunBudget, TokenMeter
 from citadel.agent.criteria import case_object, criteria_checks, open_checks
+from citadel.agent.memory import ConversationMemory, source_refs
 from citadel.agent.evidence import (UNIFORM_IDF, EvidenceSet, distinct_parts, passage_from_record, passage_record,
                                     on_topic, passage_tokens, predecessor_ids, resolution_note, resolved_conflicts,
                                     skip_reflection, superseded_documents, uncovered_parts)
@@ -48,12 +50,14 @@ from citadel.agent.plan import MAX_PLAN_STEPS, Plan, PlanInvalid, Reflection, St
 from citadel.agent.planner import SEARCH, PlanContext, Planner, RulesPlanner
 from citadel.agent.tools import StepContext, StepExecutor, ToolRegistry, ToolStepExecutor
 from citadel.answer.gate import term_idf
+from citadel.answer.prompt import PromptItem
 from citadel.answer.text import content_terms
 from citadel.chunking import count_tokens
 from citadel.config import AgentConfig
 from citadel.errors import CitadelError, NotFound, Unavailable
 from citadel.resilience.clock import Clock, MonotonicClock
 from citadel.resilience.deadline import Deadline, deadline_scope
+from citadel.state.conversations import ASSISTANT
 from citadel.state.runs import FINISHED, EventType, Run, RunStatus, RunStore
 from citadel.tracing import emit_span
 from citadel.types import Passage, Principal
@@ -72,6 +76,9 @@ MAX_TOKEN_EVENTS = 512
 # Events read per page when loading the keys already in the log.
 EVENT_PAGE = 1_000
 FINISH, CONTINUE, SEARCH_NEXT, REPLAN = "finish", "continue", "search", "replan"
+# The checklist lines added to the synthesis task, in characters: with the longest message allowed,
+# the task stays inside its prompt allowance (agent.prompt_allowances["task"]).
+MAX_TASK_LINES_CHARS = 1_500
 
 
 class LeaseLost(Exception):
@@ -119,10 +126,12 @@ class Orchestrator:
     def __init__(self, store: RunStore, answer_service, planner: Planner, tools: ToolRegistry, config: AgentConfig,
                  *, cost_per_1k_tokens: float = 0.0, clock: Clock | None = None,
                  executor: StepExecutor | None = None, after_step: Callable[[str, str], None] | None = None,
-                 today: Callable[[], str] | None = None):
+                 today: Callable[[], str] | None = None, memory: ConversationMemory | None = None):
         """`executor`: runs one step (injectable: a test counts executions or holds steps at a barrier);
         `after_step(run_id, step_id)`: called once a step's result and event are recorded (a test kills
-        the driver there); `today`: the ISO date deciding which effective dates are in force."""
+        the driver there); `today`: the ISO date deciding which effective dates are in force;
+        `memory`: the run's conversation (its live-checked context goes into the synthesis prompt,
+        and the answer is recorded there as the assistant's turn, by whichever driver delivers it)."""
         self.store = store
         self.answers = answer_service
         self.planner = planner
@@ -134,6 +143,7 @@ class Orchestrator:
         self.after_step = after_step
         self.today = today or (lambda: "")
         self._rules = RulesPlanner()
+        self.memory = memory
 
     # ------------------------------------------------------------------ the drive
     def drive(self, run_id: str, owner: str) -> Run:
@@ -465,10 +475,13 @@ class Orchestrator:
             conflicts = resolved_conflicts(evidence.passages, evidence.records, evidence.today)
             ruled_out = superseded_documents(conflicts)
             passages = [p for p in evidence.passages if p.document_id not in ruled_out]
+            conversation, notes = self._context(state)
             response = self.answers.compose_from(state.principal, state.run.question, passages, state.run_id,
-                                                 task=synthesis_task(state, evidence))
+                                                 task=synthesis_task(state, evidence), conversation=conversation,
+                                                 notes=notes)
             tokens = count_tokens(state.run.question) + passage_tokens(passages) + count_tokens(response.answer)
             record = answer_record(response, self._missing(state, evidence), tokens)
+            record["prompt"] = response.trace.prompt if response.trace is not None else None
             # A resolution is reported where the answer rests on the version that won it.
             cited = {c["document_id"] for c in record["citations"]}
             resolved = [{**c, "note": resolution_note(c, evidence.records)} for c in conflicts
@@ -480,6 +493,30 @@ class Orchestrator:
             record["conflicts"] = [*record["conflicts"], *resolved]
             record = self._record(state, "answer", record)
         self._deliver(state, record, stop, AGENTIC)
+
+    def _context(self, state: RunState) -> tuple[list[PromptItem], list[PromptItem]]:
+        """The conversation so far (less this run's own question) and the user's notes, live-checked
+        now: a summary line whose source the user can no longer read is not in them."""
+        if self.memory is None:
+            return [], []
+        try:
+            context = self.memory.context(state.run.conversation_id, state.principal)
+        except NotFound:  # a run outside any stored conversation (a benchmark, a test)
+            return [], []
+        context = dataclasses.replace(context, turns=tuple(m for m in context.turns if m.run_id != state.run_id))
+        return context.conversation_items(), context.note_items()
+
+    def _remember_turn(self, state: RunState, record: dict[str, Any]) -> None:
+        """The answer as the conversation's assistant turn, once (a resumed driver finds it there)."""
+        if self.memory is None:
+            return
+        try:
+            messages = self.memory.store.messages(state.run.conversation_id)
+            if not any(m.run_id == state.run_id and m.role == ASSISTANT for m in messages):
+                self.memory.record_answer(state.run.conversation_id, state.principal, record["answer"],
+                                          source_refs(record["citations"]), state.run_id)
+        except NotFound:
+            return
 
     def _missing(self, state: RunState, evidence: EvidenceSet) -> list[str]:
         """The checklist parts (of the first plan), and the asks of steps that failed or never ran,
@@ -497,7 +534,11 @@ class Orchestrator:
                                               "conflicts": [], "degraded": [], "missing": missing, "tokens": 0})
 
     def _deliver(self, state: RunState, record: dict[str, Any], stop: str | None, path: str) -> None:
-        """Token and citation events, then the authoritative final event, then the run's status."""
+        """The conversation's turn, token and citation events, then the authoritative final event
+        (with what the synthesis prompt held), then the run's status."""
+        self._remember_turn(state, record)
+        if record.get("prompt"):
+            self._emit(state, EventType.PROGRESS, "prompt", {"stage": "prompt", **record["prompt"]})
         for index, piece in enumerate(token_pieces(record["answer"])):
             self._emit(state, EventType.TOKEN, f"token:{index}", {"text": piece})
         for number, citation in enumerate(record["citations"], start=1):
@@ -577,7 +618,11 @@ def synthesis_task(state: RunState, evidence: EvidenceSet) -> str:
     question_terms = set(content_terms(state.run.question))
     lines = [*(state.plans[0].done_when if state.plans else ()), case_object(state.run.question) or "",
              *(f"{c.criterion}: {c.requirement}" for c in evidence.checks), *(c.ask for c in evidence.checks)]
-    kept = [line for line in dict.fromkeys(lines) if line.strip() and set(content_terms(line)) != question_terms]
+    kept, size = [], 0
+    for line in dict.fromkeys(lines):
+        if line.strip() and set(content_terms(line)) != question_terms and size + len(line) <= MAX_TASK_LINES_CHARS:
+            kept.append(line)
+            size += len(line) + 1
     return "\n".join(kept)
 
 

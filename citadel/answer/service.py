@@ -29,10 +29,11 @@ from citadel.answer.glossary import glossary_of
 from citadel.answer.semantic import ClaimSupport, term_matches
 from citadel.generation.backends import ExtractiveGenerator
 from citadel.generation.base import Generator
-from citadel.answer.prompt import PROMPT_VERSION
+from citadel.answer.prompt import PROMPT_VERSION, AssembledPrompt, PromptAssembler, PromptItem, source_records
 from citadel.answer.text import content_terms, decompound, spell_out_shorthand
 from citadel.answer.validator import AnswerValidator, ValidatedAnswer, marker_numbers, renumber_markers
 from citadel.catalog.base import Catalog
+from citadel.config import AgentConfig
 from citadel.guardrails.base import QuestionRouter
 from citadel.guardrails.redaction import loggable_question, withheld_entry
 from citadel.guardrails.router import AllowAllRouter
@@ -86,6 +87,24 @@ class AnswerTrace:
     sources: list[Passage] = field(default_factory=list)  # the numbered sources after expansion
     drafted: list[Passage] = field(default_factory=list)  # sources the generator's draft cited
     routed: bool = False  # the router answered (refused) before retrieval
+    prompt: dict[str, Any] | None = None  # a run's synthesis: what the budgeted prompt held (prompt_report)
+
+
+@dataclass(frozen=True)
+class PromptInputs:
+    """A run's synthesis prompt before assembly: the task (question and checklist), the conversation
+    so far and the user's notes."""
+
+    task: str
+    conversation: tuple[PromptItem, ...] = ()
+    notes: tuple[PromptItem, ...] = ()
+
+
+def prompt_report(prompt: AssembledPrompt) -> dict[str, Any]:
+    """Tokens per part, the items each part kept (by label), and what was cut and why."""
+    return {"tokens": prompt.tokens, "max_tokens": prompt.max_tokens,
+            "parts": {p.name: {"tokens": p.tokens, "kept": list(p.kept)} for p in prompt.parts},
+            "cut": prompt.cut_report()}
 
 
 @dataclass(frozen=True)
@@ -174,7 +193,10 @@ class AnswerService:
                  generator: Generator, catalog: Catalog, settings: AnswerSettings | None = None,
                  expander: SectionExpander | None = None, validator: AnswerValidator | None = None,
                  router: QuestionRouter | None = None, passage_filter: Callable[[Passage], bool] | None = None,
-                 query_vectors: QueryVectorMemo | None = None, word_vectors: QueryVectorMemo | None = None):
+                 query_vectors: QueryVectorMemo | None = None, word_vectors: QueryVectorMemo | None = None,
+                 assembler: PromptAssembler | None = None):
+        """`assembler`: builds the budgeted prompt of a run's synthesis (`compose_from`); by default
+        from the generator's own token count and the default allowances."""
         self.retriever = retriever
         self.partitions = partitions
         self.reranker = reranker
@@ -189,6 +211,7 @@ class AnswerService:
         self.query_vectors = query_vectors
         self.word_vectors = word_vectors
         self._fallback_generator = ExtractiveGenerator()
+        self.assembler = assembler or PromptAssembler.for_generator(generator, AgentConfig())
         self._rerank_pool = concurrent.futures.ThreadPoolExecutor(RERANK_WORKERS, thread_name_prefix="rerank")
         self._last_purge: float | None = None
 
@@ -244,13 +267,17 @@ class AnswerService:
         return self._finish(principal, question, response, timer, log_extra, correlation_id)
 
     def compose_from(self, principal: Principal, question: str, passages: Sequence[Passage],
-                     request_id: str | None = None, task: str | None = None) -> AnswerResponse:
+                     request_id: str | None = None, task: str | None = None,
+                     conversation: Sequence[PromptItem] = (), notes: Sequence[PromptItem] = ()) -> AnswerResponse:
         """Answer `question` from passages gathered elsewhere (an agentic run's evidence, in the order
         to number them) through the same expand → generate → validate → conflicts → compose stages
         and answer log as `ask`. No retrieval and no gate: a run answers with what it found, so only
         an empty evidence list is refused. Each passage is re-checked live first (a document revoked
         or republished since the step that found it is dropped). `task`: what the generator is asked
-        to cover, when more than the question (a run's question and its checklist, one per line)."""
+        to cover, when more than the question (a run's question and its checklist, one per line).
+        The generator gets the budgeted prompt (`PromptAssembler`): the conversation so far and the
+        user's notes (already live-checked by the caller), the sources tagged with status and
+        effective date, the task last; what went in and what was cut is in `trace.prompt`."""
         request_id = request_id or uuid.uuid4().hex
         timer = StageTimer()
         with timer.stage("recheck"):
@@ -265,21 +292,31 @@ class AnswerService:
                                       [], trace=trace)
             return self._finish(principal, question, response, timer, {"composed": True})
         log_extra: dict[str, Any] = {"composed": True}
+        prompt = PromptInputs(f"{query}\n{task}" if task else query, tuple(conversation), tuple(notes))
         response = self._grounded_answer(principal, query, list(passages), partition, request_id, [], timer, trace,
-                                         log_extra, task=task)
+                                         log_extra, prompt=prompt)
         return self._finish(principal, question, response, timer, log_extra)
 
     def _grounded_answer(self, principal: Principal, query: str, passages: list[Passage], partition: Partition | None,
                          request_id: str, degraded: list[str], timer: StageTimer, trace: AnswerTrace,
                          log_extra: dict[str, Any], decision: GateDecision | None = None,
-                         task: str | None = None) -> AnswerResponse:
+                         prompt: PromptInputs | None = None) -> AnswerResponse:
         """Expand → generate → validate → conflicts → compose over passages already admitted (by the
-        gate, or as a run's evidence); what it did goes into `log_extra` for the answer log."""
+        gate, or as a run's evidence); what it did goes into `log_extra` for the answer log. With
+        `prompt` (a run's synthesis), the generator gets the budgeted prompt and the sources it kept."""
         with timer.stage("expand"):
             sources = self.expander.expand(passages, partition)
+        assembled = None
+        if prompt is not None:
+            with timer.stage("assemble"):
+                assembled = self.assembler.assemble(prompt.task, sources,
+                                                    source_records(self.catalog, principal.tenant_id, sources),
+                                                    notes=prompt.notes, conversation=prompt.conversation)
+            sources = list(assembled.sources)
+            trace.prompt = prompt_report(assembled)
         trace.sources = [s.passage for s in sources]
         with timer.stage("generate"):
-            draft, model_id = self._generate(f"{query}\n{task}" if task else query, sources, degraded)
+            draft, model_id = self._generate(prompt.task if prompt else query, sources, degraded, assembled)
         by_number = {s.number: s.passage for s in sources}
         trace.drafted = [by_number[n] for n in dict.fromkeys(marker_numbers(draft)) if n in by_number]
         with timer.stage("validate"):
@@ -386,13 +423,14 @@ class AnswerService:
         except Exception:
             return None
 
-    def _generate(self, question: str, sources: Sequence[Source], degraded: list[str]) -> tuple[str, str]:
+    def _generate(self, question: str, sources: Sequence[Source], degraded: list[str],
+                  prompt: AssembledPrompt | None = None) -> tuple[str, str]:
         try:
             # A composite generator (primary, then secondary) names the backend that answered.
-            text, model_id, downgrades = self.generator.generate_with_status(question, sources)
+            text, model_id, downgrades = self.generator.generate_with_status(question, sources, prompt)
         except Exception:  # any backend failure: the deterministic quotes still answer, visibly
             degraded.append(Degradation.GENERATOR_FALLBACK)
-            return self._fallback_generator.generate(question, sources), self._fallback_generator.model_id
+            return self._fallback_generator.generate(question, sources, prompt), self._fallback_generator.model_id
         degraded.extend(downgrades)
         return text, model_id
 

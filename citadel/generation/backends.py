@@ -22,7 +22,7 @@ from typing import Sequence
 
 from citadel import regex
 from citadel.answer.expand import Source
-from citadel.answer.prompt import build_messages
+from citadel.answer.prompt import AssembledPrompt, build_messages
 from citadel.answer.text import content_terms, document_name, sentence_pieces
 from citadel.generation.base import Generator, GeneratorError, approximate_tokens
 from citadel.resilience.deadline import time_left
@@ -173,6 +173,11 @@ def _greedy_cover(question_terms: set[str], candidates: Sequence[Evidence], max_
     return chosen
 
 
+def messages_for(question: str, sources: Sequence[Source], prompt: AssembledPrompt | None) -> list[dict[str, str]]:
+    """The chat messages a model backend sends: the run's budgeted prompt, or the question's own."""
+    return prompt.messages() if prompt is not None else build_messages(question, sources)
+
+
 class ExtractiveGenerator(Generator):
     """Quotes the source sentences that best cover the question, each with its [n] marker (it has
     no tokenizer: `count_tokens` is the inherited approximation)."""
@@ -182,8 +187,11 @@ class ExtractiveGenerator(Generator):
     def __init__(self, max_sentences: int = DEFAULT_MAX_SENTENCES):
         self.max_sentences = max_sentences
 
-    def generate(self, question: str, sources: Sequence[Source]) -> str:
-        return " ".join(e.quoted() for e in select_evidence(question, sources, self.max_sentences))
+    def generate(self, question: str, sources: Sequence[Source], prompt: AssembledPrompt | None = None) -> str:
+        """Quotes from the sources (those the prompt kept, when there is one); the conversation and
+        notes are never a source, so they are not read."""
+        kept = prompt.sources if prompt is not None else sources
+        return " ".join(e.quoted() for e in select_evidence(question, kept, self.max_sentences))
 
 
 # --------------------------------------------------------------------------- local LLM (SmolLM2)
@@ -281,14 +289,14 @@ class LocalLLMGenerator(Generator):
             return approximate_tokens(text)
         return len(load_local_tokenizer(str(path)).encode(text, add_special_tokens=False))
 
-    def generate(self, question: str, sources: Sequence[Source]) -> str:
+    def generate(self, question: str, sources: Sequence[Source], prompt: AssembledPrompt | None = None) -> str:
         import torch
 
         loaded = self._loaded()
         tokenizer, model = loaded.tokenizer, loaded.model
-        prompt = tokenizer.apply_chat_template(build_messages(question, sources), tokenize=False,
-                                               add_generation_prompt=True)
-        inputs = tokenizer(prompt, return_tensors="pt")
+        text = tokenizer.apply_chat_template(messages_for(question, sources, prompt), tokenize=False,
+                                             add_generation_prompt=True)
+        inputs = tokenizer(text, return_tensors="pt")
         started = time.perf_counter()
         with torch.inference_mode():
             output = model.generate(**inputs, max_new_tokens=self.max_new_tokens, do_sample=False,
@@ -325,18 +333,20 @@ class OpenAICompatibleGenerator(Generator):
         self.timeout = timeout
         self.max_tokens = max_tokens
 
-    def _request(self, question: str, sources: Sequence[Source]) -> urllib.request.Request:
-        body = {"model": self.model, "messages": build_messages(question, sources),
+    def _request(self, question: str, sources: Sequence[Source],
+                 prompt: AssembledPrompt | None = None) -> urllib.request.Request:
+        body = {"model": self.model, "messages": messages_for(question, sources, prompt),
                 "max_tokens": self.max_tokens, "temperature": 0.0}
         headers = {"Content-Type": "application/json"}
         if self._api_key:
             headers["Authorization"] = f"Bearer {self._api_key}"
         return urllib.request.Request(self.url, data=json.dumps(body).encode(), headers=headers, method="POST")
 
-    def generate(self, question: str, sources: Sequence[Source]) -> str:
+    def generate(self, question: str, sources: Sequence[Source], prompt: AssembledPrompt | None = None) -> str:
+        request = self._request(question, sources, prompt)
         try:
             # At most its own timeout, and never past the request's deadline (citadel.resilience.deadline).
-            with urllib.request.urlopen(self._request(question, sources), timeout=time_left(self.timeout)) as response:
+            with urllib.request.urlopen(request, timeout=time_left(self.timeout)) as response:
                 payload = json.loads(response.read().decode("utf-8"))
         except (urllib.error.URLError, TimeoutError, OSError, ValueError) as error:
             raise GeneratorError(f"generation request to {self.url} failed: {error}", code="generator_failed") from error

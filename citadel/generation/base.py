@@ -21,6 +21,7 @@ import math
 from typing import Protocol, Sequence, runtime_checkable
 
 from citadel.answer.expand import Source
+from citadel.answer.prompt import AssembledPrompt
 from citadel.chunking import count_tokens as words_and_marks
 from citadel.errors import CitadelError
 
@@ -48,13 +49,17 @@ class Generator(Protocol):
 
     model_id: str
 
-    def generate(self, question: str, sources: Sequence[Source]) -> str:
+    def generate(self, question: str, sources: Sequence[Source], prompt: AssembledPrompt | None = None) -> str:
         """Answer text with [n] markers that refer to `sources` by number, stripped of outer
-        whitespace. Raises GeneratorError when the backend cannot answer."""
+        whitespace. `prompt`: the budgeted prompt of an agentic run (citadel/answer/prompt.py: the
+        conversation, the user's notes, the tagged sources, the task), which a model backend sends
+        instead of building its own from the question and sources. Raises GeneratorError when the
+        backend cannot answer."""
 
-    def generate_with_status(self, question: str, sources: Sequence[Source]) -> GenerationStatus:
+    def generate_with_status(self, question: str, sources: Sequence[Source],
+                             prompt: AssembledPrompt | None = None) -> GenerationStatus:
         """(text, model id, downgrades): a single backend answered itself, with nothing given up."""
-        return self.generate(question, sources), self.model_id, []
+        return self.generate(question, sources, prompt), self.model_id, []
 
     def count_tokens(self, text: str) -> int:
         """Tokens of `text` as this backend's model reads it (no special tokens); by default the

@@ -129,17 +129,18 @@ class ResilientGenerator:
         """Counted as the primary generator counts (its tokenizer decides what fits a prompt)."""
         return self._primary.count_tokens(text)
 
-    def generate(self, question: str, sources) -> str:
-        return self.generate_with_status(question, sources)[0]
+    def generate(self, question: str, sources, prompt=None) -> str:
+        return self.generate_with_status(question, sources, prompt)[0]
 
-    def generate_with_status(self, question: str, sources) -> tuple[str, str, list[str]]:
+    def generate_with_status(self, question: str, sources, prompt=None) -> tuple[str, str, list[str]]:
         """(text, model id, downgrades). Raises when both backends are out."""
         try:
-            return self._primary_guard.call(self._primary.generate, question, sources), self._primary.model_id, []
+            return (self._primary_guard.call(self._primary.generate, question, sources, prompt),
+                    self._primary.model_id, [])
         except Exception:
             if self._secondary is None:
                 raise
-        text = self._secondary_guard.call(self._secondary.generate, question, sources)
+        text = self._secondary_guard.call(self._secondary.generate, question, sources, prompt)
         return text, self._secondary.model_id, [Degradation.GENERATOR_SECONDARY]
 
 

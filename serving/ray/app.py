@@ -197,9 +197,9 @@ class Generator:
     def model_id(self) -> str:
         return self._generator.model_id
 
-    async def generate(self, question: str, sources: list, deadline_epoch: float | None = None) -> str:
+    async def generate(self, question: str, sources: list, prompt=None, deadline_epoch: float | None = None) -> str:
         return await asyncio.to_thread(_within(deadline_epoch, self._guard.call), self._generator.generate, question,
-                                       sources)
+                                       sources, prompt)
 
 
 @serve.deployment

@@ -158,8 +158,8 @@ class RemoteGenerator(_Proxy):
     def model_id(self) -> str:
         return self._call("model_id")
 
-    def generate(self, question: str, sources) -> str:
-        return self._stage_call("generate", question, list(sources))
+    def generate(self, question: str, sources, prompt=None) -> str:
+        return self._stage_call("generate", question, list(sources), prompt)
 
 
 class RemoteRouter(_Proxy):

@@ -19,10 +19,9 @@ from typing import Any, Callable
 from citadel.catalog.base import Catalog
 from citadel.config import CitadelConfig
 from citadel.errors import InvalidRequest, NotFound, PayloadTooLarge
-from citadel.agent.memory import ConversationMemory, source_refs
-from citadel.state.conversations import ASSISTANT, Conversation, ConversationStore
-from citadel.state.runs import FINISHED, TERMINAL_EVENTS, EventType, Run, RunEvent, RunStore
-from citadel.types import Principal
+from citadel.agent.memory import ConversationMemory
+from citadel.state.conversations import Conversation, ConversationStore
+from citadel.state.runs import FINISHED, TERMINAL_EVENTS, Run, RunEvent, RunStore
 from serving.services.access import Caller
 from serving.services.metrics import ApiMetrics
 
@@ -148,7 +147,6 @@ class RunsService:
         started = time.perf_counter()
         try:
             run = self._drive(run_id, self.owner)
-            self._record_answer(run)
             if run.status in FINISHED:
                 steps = sum(key.startswith("step:") for key in self.runs.steps(run_id))
                 self.metrics.observe_run(run.path, str(run.status), run.stop_reason, steps,
@@ -158,17 +156,6 @@ class RunsService:
         finally:
             with self._lock:
                 self._running.pop(run_id, None)
-
-    def _record_answer(self, run: Run) -> None:
-        """The assistant's turn in the conversation, from the run's final event, once."""
-        final = next((e for e in reversed(self.runs.events(run.run_id)) if e.type == EventType.FINAL), None)
-        if final is None:
-            return
-        if any(m.run_id == run.run_id and m.role == ASSISTANT for m in self.conversations.messages(run.conversation_id)):
-            return
-        principal = Principal(run.tenant_id, run.user_id, frozenset(run.groups))
-        self.memory.record_answer(run.conversation_id, principal, str(final.data.get("answer", "")),
-                                  source_refs(final.data.get("citations", [])), run.run_id)
 
     # ------------------------------------------------------------------ scope
     def _own_conversation(self, caller: Caller, conversation_id: str) -> Conversation:

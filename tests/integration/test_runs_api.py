@@ -147,3 +147,35 @@ def test_replay_over_http_on_redis_streams(tmp_path, redis_url):
         replay = client.get(f"/v1/runs/{run_id}/events?after_seq=4", headers=home.headers())
         assert _sse(replay.text) == events[4:]
         client.app.state.services.runs.wait_for_runs(60)
+
+
+def _message(client, home, conversation: str, content: str) -> list[dict]:
+    posted = client.post(f"/v1/conversations/{conversation}/messages", json={"content": content},
+                         headers=home.headers())
+    assert posted.status_code == 202, posted.text
+    client.app.state.services.runs.wait_for_runs(60)
+    return client.get(f"/v1/runs/{posted.json()['run_id']}/events",
+                      headers={**home.headers(), "accept": "application/json"}).json()
+
+
+MULTI_PART = "How long must passwords be and who approves expense reports?"
+
+
+@pytest.mark.parametrize("revoke", [False, True])
+def test_the_next_turns_prompt_leaves_out_an_answer_whose_source_was_revoked(client, home, revoke):
+    conversation = client.post("/v1/conversations", headers=home.headers()).json()["conversation_id"]
+    first = _message(client, home, conversation, QUESTION)
+    [final] = [e["data"] for e in first if e["type"] == "final"]
+    assert {c["document_id"] for c in final["citations"]} == {"travel-policy"}
+    if revoke:  # alice (staff) can no longer read the policy her first answer came from
+        acl = client.put("/v1/admin/tenants/acme/documents/travel-policy/acl", json={"groups": ["exec"]},
+                         headers=home.admin_headers())
+        assert acl.status_code == 200, acl.text
+    second = _message(client, home, conversation, MULTI_PART)
+    [prompt] = [e["data"] for e in second if e["type"] == "progress" and e["data"]["stage"] == "prompt"]
+    kept = prompt["parts"]["conversation"]["kept"]
+    # the first turn's question (the user's own words) stays; its answer only while its source is readable
+    assert kept == (["turn 1"] if revoke else ["turn 1", "turn 2"])
+    assert prompt["tokens"] <= prompt["max_tokens"] and prompt["parts"]["sources"]["kept"]
+    messages = client.app.state.services.runs.conversations.messages(conversation)
+    assert [m.role for m in messages] == ["user", "assistant", "user", "assistant"]  # each turn recorded once

@@ -514,7 +514,7 @@ def test_generator_failure_falls_back_to_extractive(answer_runtime):
     class Broken(Generator):
         model_id = "broken"
 
-        def generate(self, question, sources):
+        def generate(self, question, sources, prompt=None):
             raise ConnectionError("no server")
 
     runtime = answer_runtime()

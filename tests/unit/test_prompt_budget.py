@@ -69,7 +69,7 @@ def test_the_assembler_counts_with_the_generators_own_tokenizer():
         def __init__(self):
             self.counted: list[str] = []
 
-        def generate(self, question, sources):
+        def generate(self, question, sources, prompt=None):
             return ""
 
         def count_tokens(self, text):
