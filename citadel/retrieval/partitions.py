@@ -19,6 +19,7 @@ class PartitionCache:
         self._capacity = capacity
         self._loaded: OrderedDict[tuple[str, str], Partition] = OrderedDict()
         self._lock = threading.Lock()
+        self._load_lock = threading.Lock()
 
     def get(self, tenant_id: str) -> Partition | None:
         """The partition the pointer names now (a new pointer loads the new segment)."""
@@ -27,17 +28,31 @@ class PartitionCache:
         if segment_id is None:
             return None
         key = (tenant_id, segment_id)
-        with self._lock:
-            if key in self._loaded:
-                self._loaded.move_to_end(key)
-                return self._loaded[key]
-        partition = Partition(tenant_root(self._root, tenant_id) / segment_id, loaded=self._loaded_segments(tenant_id))
+        loaded = self._cached(key)
+        if loaded is not None:
+            return loaded
+        # One load at a time: two steps of a run asking for the same tenant at once load it once, and
+        # numpy's header parse (ast.literal_eval) never runs on two threads together, which CPython
+        # 3.11 can fail with "SystemError: AST constructor recursion depth mismatch" (gh-106905).
+        with self._load_lock:
+            loaded = self._cached(key)
+            if loaded is not None:
+                return loaded
+            partition = Partition(tenant_root(self._root, tenant_id) / segment_id,
+                                  loaded=self._loaded_segments(tenant_id))
         with self._lock:
             self._loaded[key] = partition
             self._evict_stale(tenant_id, segment_id)
             while len(self._loaded) > self._capacity:
                 self._loaded.popitem(last=False)
         return partition
+
+    def _cached(self, key: tuple[str, str]) -> Partition | None:
+        with self._lock:
+            if key in self._loaded:
+                self._loaded.move_to_end(key)
+                return self._loaded[key]
+        return None
 
     def _loaded_segments(self, tenant_id: str) -> dict[Path, Segment]:
         """The tenant's segments already in memory: a new delta over the same base reuses the base."""
