@@ -9,7 +9,7 @@ A run's seq is assigned inside the append's write transaction from the last stor
 UNIQUE (run_id, seq) backs that up, so two processes appending at once never share a seq and leave no
 gap. Steps are `INSERT OR IGNORE` under UNIQUE (run_id, step_id): the first record wins. A lease is one
 row (owner, expires_at) changed only by conditional statements judged by the injected clock. `wait`
-polls the file: another process's append reaches this one through the file, not a signal.
+wakes at once on an append by this process and polls the file for other processes' appends.
 """
 
 from __future__ import annotations
@@ -191,6 +191,9 @@ class SQLiteRunStore:
     def __init__(self, path: str | Path, clock: Clock):
         self._now = clock
         self._file = SQLiteFile(path, _RUN_SCHEMA, "run store")
+        # This process's appends wake its waiters at once; another process's reach them by polling.
+        self._appended = threading.Condition()
+        self._appends = 0
 
     def close(self) -> None:
         self._file.close()
@@ -240,6 +243,9 @@ class SQLiteRunStore:
             event = RunEvent(run_id, last + 1, event_type, json.loads(data_json), self._now())
             db.execute("INSERT INTO run_events (run_id, seq, type, data_json, at) VALUES (?, ?, ?, ?, ?)",
                        (run_id, event.seq, event_type.value, data_json, event.at))
+        with self._appended:
+            self._appends += 1
+            self._appended.notify_all()
         return event
 
     def events(self, run_id: str, after_seq: int = 0, limit: int = MAX_EVENTS_PER_READ) -> list[RunEvent]:
@@ -255,11 +261,15 @@ class SQLiteRunStore:
     def wait(self, run_id: str, after_seq: int, timeout_s: float) -> list[RunEvent]:
         deadline = time.monotonic() + bounded_wait(timeout_s)
         while True:
+            with self._appended:
+                seen = self._appends
             found = self.events(run_id, after_seq)
             remaining = deadline - time.monotonic()
             if found or remaining <= 0:
                 return found
-            time.sleep(min(WAIT_POLL_S, remaining))
+            with self._appended:  # woken by an append here, or re-read after a poll interval
+                if self._appends == seen:
+                    self._appended.wait(min(WAIT_POLL_S, remaining))
 
     # --------------------------------------------------------------------------------------- steps
     def record_step(self, run_id: str, step_id: str, result: dict[str, Any]) -> dict[str, Any]:
