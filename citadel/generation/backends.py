@@ -59,7 +59,23 @@ class Evidence:
     list_item: bool = False
 
     def quoted(self) -> str:
-        return f"{self.text} [{self.source_number}]"
+        """The sentence and its marker; a table quoted as "cell: cell" rows ending in a full stop, so
+        the validator reads it as one sentence and its marker stays on it."""
+        text = self.text
+        if text.lstrip().startswith("|"):
+            text = table_sentence(text)
+        return f"{text} [{self.source_number}]"
+
+
+def table_sentence(table: str) -> str:
+    """Markdown table rows as one sentence: each row's cells joined by ": ", rows by "; ", a full
+    stop at the end (separator rows dropped)."""
+    rows = []
+    for row in table.replace("| |", "|\n|").splitlines():
+        cells = [c.strip() for c in row.strip().strip("|").split("|")]
+        if any(c and set(c) - set("-: ") for c in cells):
+            rows.append(": ".join(c for c in cells if c))
+    return "; ".join(rows).rstrip(".") + "."
 
 
 def section_title_terms(source: Source) -> frozenset[str]:

@@ -85,3 +85,11 @@ def test_local_llm_generates_from_the_packaged_smollm2():
     answer = generator.generate("Who approves travel for contractors?", SOURCES)
     assert isinstance(answer, str) and answer.strip()
     assert 0 < generator.last_stats["new_tokens"] <= 24
+
+
+def test_a_quoted_table_reads_as_one_sentence_whose_marker_stays_on_it():
+    from citadel.generation.backends import Evidence
+
+    table = "| Criterion | Requirement |\n| --- | --- |\n| Annual revenue | at least $500,000 |"
+    assert Evidence(2, 0, table, frozenset()).quoted() == \
+        "Criterion: Requirement; Annual revenue: at least $500,000. [2]"

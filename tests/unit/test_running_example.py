@@ -61,7 +61,7 @@ def test_the_sales_users_question_is_answered_from_3_2_and_3_3_with_the_conflict
     assert conflict["document_ids"] == ["discount-policy-2026", "discount-policy-2025"]
     assert conflict["resolved_to"] == "discount-policy-2026" and conflict["kind"] == "supersedes"
     assert 'Resolved: "Northwind Discount Policy 2026" applies over "Northwind Discount Policy 2025"' in final["answer"]
-    assert "15%" not in final["answer"]
+    assert "15%" not in final["answer"] and "|" not in final["answer"]  # the table is quoted as sentences
     # the Finance-only margin model was never read by any step
     read = [chunk for step in stage(progress, "step") for chunk in step["chunk_ids"]]
     assert read and not any(":margin-model:" in chunk for chunk in read)
