@@ -83,11 +83,21 @@ class CriterionCheck:
         return any(not terms or weighted_coverage(terms, held, idf) >= CHECK_COVERAGE for terms in self.terms())
 
 
-def case_subject(question: str) -> str | None:
-    """The first proper name in an eligibility question ("Acme"); None for any other question."""
+def case_subject(question: str, earlier: Sequence[str] = ()) -> str | None:
+    """The first proper name in an eligibility question ("Acme"), or, when it names none ("Are they
+    eligible …?"), the first in the latest earlier question of the conversation that names one (the
+    user's own words only); None for any other question."""
     if not ELIGIBILITY.search(question):
         return None
-    for match in CAPITALISED_RUN.finditer(question):
+    for text in (question, *reversed(earlier)):
+        name = first_name(text)
+        if name is not None:
+            return name
+    return None
+
+
+def first_name(text: str) -> str | None:
+    for match in CAPITALISED_RUN.finditer(text):
         words = [w for w in match.group(0).split() if w.lower() not in STOPWORDS and w.lower() not in NOT_NAMES]
         if words:
             return " ".join(words)
@@ -126,9 +136,10 @@ def criteria_rows(passage: Passage) -> list[tuple[str, str]]:
     return rows
 
 
-def criteria_checks(question: str, passages: Sequence[Passage]) -> list[CriterionCheck]:
-    """The checks an eligibility question needs, from the rules among the passages (each criterion once)."""
-    subject = case_subject(question)
+def criteria_checks(question: str, passages: Sequence[Passage], earlier: Sequence[str] = ()) -> list[CriterionCheck]:
+    """The checks an eligibility question needs, from the rules among the passages (each criterion
+    once); `earlier`: the user's earlier questions, where a follow-up finds its subject."""
+    subject = case_subject(question, earlier)
     if subject is None:
         return []
     checks: dict[str, CriterionCheck] = {}

@@ -42,7 +42,7 @@ from typing import Any
 
 from citadel.agent.budget import RunBudget, TokenMeter
 from citadel.agent.criteria import case_object, criteria_checks, open_checks
-from citadel.agent.memory import ConversationMemory, source_refs
+from citadel.agent.memory import ConversationContext, ConversationMemory, source_refs
 from citadel.agent.evidence import (UNIFORM_IDF, EvidenceSet, distinct_parts, passage_from_record, passage_record,
                                     on_topic, passage_tokens, predecessor_ids, resolution_note, resolved_conflicts,
                                     skip_reflection, superseded_documents, uncovered_parts)
@@ -57,7 +57,7 @@ from citadel.config import AgentConfig
 from citadel.errors import CitadelError, NotFound, Unavailable
 from citadel.resilience.clock import Clock, MonotonicClock
 from citadel.resilience.deadline import Deadline, deadline_scope
-from citadel.state.conversations import ASSISTANT
+from citadel.state.conversations import ASSISTANT, USER
 from citadel.state.runs import FINISHED, EventType, Run, RunStatus, RunStore
 from citadel.tracing import emit_span
 from citadel.types import Passage, Principal
@@ -101,6 +101,7 @@ class RunState:
     reflections: int = 0
     evidence_counts: list[int] = field(default_factory=lambda: [0])
     no_new_rounds: int = 0
+    context: ConversationContext | None = None  # the conversation so far, live-checked once per drive
 
     @property
     def run_id(self) -> str:
@@ -254,9 +255,11 @@ class Orchestrator:
 
     def _make_plan(self, state: RunState, gaps: tuple[str, ...]) -> dict[str, Any]:
         finished = [s for s, _ in state.step_records()]
+        conversation = self._conversation(state)
         context = PlanContext(self.tools.names(), min(MAX_PLAN_STEPS, self.config.step_cap),
                               tuple(s.id for s in finished), tuple(s.ask for s in finished), gaps,
-                              state.meter, self.tools.check_args)
+                              state.meter, self.tools.check_args,
+                              tuple(i.text for i in conversation.conversation_items()) if conversation else ())
         spent = state.meter.spent
         try:
             plan = self.planner.plan(state.run.question, context)
@@ -463,7 +466,8 @@ class Orchestrator:
         idf = term_idf(partition) if partition is not None else None
         searched = tuple(str(s.args.get("query", s.ask)) for s, _ in state.step_records() if s.tool == SEARCH)
         return EvidenceSet(tuple(passages), records, idf, tuple(s.ask for s in state.pending()) if pending else (),
-                           state.meter, self.today(), tuple(criteria_checks(state.run.question, passages)), searched)
+                           state.meter, self.today(), tuple(criteria_checks(state.run.question, passages, self._earlier_questions(state))),
+                           searched)
 
     # ------------------------------------------------------------------ synthesis and delivery
     def _synthesize(self, state: RunState, stop: str | None) -> None:
@@ -494,17 +498,31 @@ class Orchestrator:
             record = self._record(state, "answer", record)
         self._deliver(state, record, stop, AGENTIC)
 
+    def _conversation(self, state: RunState) -> ConversationContext | None:
+        """The conversation so far, less this run's own question, live-checked when first needed in
+        this drive: a summary line or an answer whose source the user can no longer read is not in
+        it. None outside a stored conversation (a benchmark, a test)."""
+        if state.context is None and self.memory is not None:
+            try:
+                context = self.memory.context(state.run.conversation_id, state.principal)
+            except NotFound:
+                return None
+            state.context = dataclasses.replace(context, turns=tuple(m for m in context.turns
+                                                                     if m.run_id != state.run_id))
+        return state.context
+
     def _context(self, state: RunState) -> tuple[list[PromptItem], list[PromptItem]]:
-        """The conversation so far (less this run's own question) and the user's notes, live-checked
-        now: a summary line whose source the user can no longer read is not in them."""
-        if self.memory is None:
-            return [], []
-        try:
-            context = self.memory.context(state.run.conversation_id, state.principal)
-        except NotFound:  # a run outside any stored conversation (a benchmark, a test)
-            return [], []
-        context = dataclasses.replace(context, turns=tuple(m for m in context.turns if m.run_id != state.run_id))
-        return context.conversation_items(), context.note_items()
+        """The conversation part and the notes part of the synthesis prompt."""
+        context = self._conversation(state)
+        return (context.conversation_items(), context.note_items()) if context is not None else ([], [])
+
+    def _earlier_questions(self, state: RunState) -> tuple[str, ...]:
+        """What the user asked before in this conversation, in their own words, oldest first."""
+        context = self._conversation(state)
+        if context is None:
+            return ()
+        return (*(line.text for line in context.summary if line.source is None),
+                *(m.content for m in context.turns if m.role == USER))
 
     def _remember_turn(self, state: RunState, record: dict[str, Any]) -> None:
         """The answer as the conversation's assistant turn, once (a resumed driver finds it there)."""

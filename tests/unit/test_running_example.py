@@ -84,3 +84,24 @@ def test_a_predecessor_the_user_could_not_read_is_not_reported(northwind):
     northwind.catalog.set_acl("northwind", "discount-policy-2025", ["board"], actor="test")
     _, final, _ = ask(northwind)
     assert final["conflicts"] == [] and "2025" not in final["answer"]
+
+
+def test_a_follow_up_finds_its_case_in_the_users_earlier_question(northwind):
+    """ "Are they eligible …?" names no one: the case is the one the user asked about before (their own
+    words, never a source), so its criteria are still checked against Acme's documents."""
+    from citadel.state.conversations import Conversation
+    from citadel.types import Principal
+
+    sam = Principal("northwind", "sam", frozenset(SALES))
+    memory = northwind.conversation_memory
+    memory.store.create(Conversation("conv-1", "northwind", "sam"))
+    memory.record_turn("conv-1", sam, "When does the Acme agreement renew?", "On 1 January 2027.", [])
+    follow_up = "Are they eligible for the multi-year discount?"
+    memory.record_question("conv-1", sam, follow_up, "run-2")
+    store = MemoryRunStore(time.monotonic)
+    store.create(Run("run-2", "northwind", "sam", "conv-1", follow_up, groups=SALES))
+    northwind.make_orchestrator(store, today=lambda: "2026-12-02").drive("run-2", "replica-a")
+    [final] = [e.data for e in store.events("run-2") if e.type == EventType.FINAL]
+    assert final["path"] == "agentic" and "$740,000" in final["answer"] and "15 January 2023" in final["answer"]
+    # the run's answer is the conversation's next turn, recorded once
+    assert [m.role for m in memory.store.messages("conv-1")] == ["user", "assistant", "user", "assistant"]
