@@ -1,0 +1,15 @@
+"""Tools and the decisions about calling them (DESIGN.md §2, §10): the declarative side of the agentic plane.
+
+- `spec`: `ToolSpec`, one tool as an operator declares it (argument and response schemas, risk tier,
+  approver and lead groups, limits, escalation and expiry, audit share, who may request the write),
+  and `load_tool_specs`, the registry read from YAML with a clear `InvalidToolSpec` for any problem;
+- `schema`: the JSON Schema rules a tool's schemas follow, their validators (linear-time `pattern`),
+  and bounded, human summaries of what failed;
+- `policy`: `PolicyEngine`, plain code that decides run / run_and_audit / needs_approval / refuse with
+  explicit reasons, checks a reviewer's edit and a tool's response; `AuditSampler`, the seeded T1 sample;
+- `pause`: the `PauseSwitch` an admin uses to pause the model or a tool, per tenant or everywhere,
+  without a restart (in process, or a SQLite file shared by processes).
+
+The run-time side (the tools a step may call, `citadel/agent/tools.py`) consults these; nothing here
+calls a tool.
+"""
