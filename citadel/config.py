@@ -489,6 +489,21 @@ class AgentConfig(_Section):
                                               "notes, sources, task (stable parts first, the task last).")
 
 
+class ToolsConfig(_Section):
+    """Tools beyond `search` (DESIGN.md §10): a registry of specs and where their systems answer."""
+
+    registry_file: Optional[Path] = Field(None, description="YAML registry of tool specs (citadel/tools/spec.py); "
+                                          "None: the agentic path has only `search`.")
+    endpoints: dict[str, str] = Field(default_factory=dict, description="Base URL of each system a tool's `http` "
+                                      "binding names (e.g. crm: http://127.0.0.1:8300).")
+    service_id: str = Field("citadel-tools", description="The credential tools call as; each call carries a "
+                            "short-lived user context signed with this service's key for the run's user.")
+    user_context_ttl_s: int = Field(120, ge=10, le=900, description="Lifetime of the context minted per call.")
+    timeout_s: float = Field(10.0, gt=0, description="HTTP timeout of one tool call (never past the run's deadline).")
+    audit_seed: Optional[int] = Field(None, description="Seed of the T1 audit sampler (None: random).")
+    max_response_bytes: int = Field(256 * 1024, ge=1_024, description="Largest tool response read.")
+
+
 class CitadelConfig(_Section):
     """The root. Every component receives the section it needs."""
 
@@ -505,6 +520,7 @@ class CitadelConfig(_Section):
     serving: ServingConfig = Field(default_factory=ServingConfig)
     resilience: ResilienceConfig = Field(default_factory=ResilienceConfig)
     agent: AgentConfig = Field(default_factory=AgentConfig)
+    tools: ToolsConfig = Field(default_factory=ToolsConfig)
 
     @property
     def runs_path(self) -> Path:
@@ -518,6 +534,11 @@ class CitadelConfig(_Section):
     @property
     def partitions_dir(self) -> Path:
         return self.home / "partitions"
+
+    @property
+    def pauses_path(self) -> Path:
+        """The SQLite file of the pause switch (tools and the model, per tenant or everywhere)."""
+        return self.home / "pauses.sqlite"
 
     @property
     def secrets_dir(self) -> Path:

@@ -237,10 +237,36 @@ class Wiring:
 
     @cached_property
     def agent_tools(self):
-        """The tools a run's steps may call: `search`, through this wiring's retriever."""
+        """The tools a run's steps may call: `search`, through this wiring's retriever, and the tools of
+        `tools.registry_file`, each called over its HTTP binding as the run's user, under the policy
+        engine (pauses from `pause_switch`, a seeded T1 audit sample)."""
         from citadel.agent.tools import SearchTool, ToolRegistry
 
-        return ToolRegistry([SearchTool(self.retriever, self.config.answer.rerank_top_n)])
+        search = SearchTool(self.retriever, self.config.answer.rerank_top_n)
+        tools = self.config.tools
+        if tools.registry_file is None:
+            return ToolRegistry([search])
+        from citadel.identity.credentials import ALL_TENANTS
+        from citadel.tools.caller import tool_caller
+        from citadel.tools.http import HttpTool
+        from citadel.tools.policy import AuditSampler, PolicyEngine
+        from citadel.tools.spec import load_tool_specs
+
+        specs = load_tool_specs(tools.registry_file)
+        caller = tool_caller(self.config, [ALL_TENANTS])
+        bound = [HttpTool(spec, tools.endpoints[spec.http.endpoint], caller, tools.timeout_s, tools.max_response_bytes)
+                 for spec in specs.values() if spec.http is not None and spec.http.endpoint in tools.endpoints]
+        policy = PolicyEngine(specs, self.pause_switch.is_paused, AuditSampler(tools.audit_seed))
+        # The live permission check is the target system's: it verifies the user's context and
+        # applies the user's own rights on every call; the engine checks the tool's write groups.
+        return ToolRegistry([search, *bound], policy)
+
+    @cached_property
+    def pause_switch(self):
+        """Pauses of tools and the model, per tenant or everywhere, seen by every process (SQLite)."""
+        from citadel.tools.pause import SQLitePauseSwitch
+
+        return SQLitePauseSwitch(self.config.pauses_path)
 
     @cached_property
     def orchestrator(self):

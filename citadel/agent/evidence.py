@@ -77,6 +77,7 @@ class EvidenceSet:
     today: str = ""  # ISO date that decides which effective dates are in force ("" = today)
     checks: tuple[CriterionCheck, ...] = ()  # a rule's criteria to settle for the case (criteria.py)
     searched: tuple[str, ...] = ()  # the search queries the run already made
+    acted: tuple[str, ...] = ()  # the asks of steps whose tool acted successfully: done, not to be found
 
 
 # ---------------------------------------------------------------------- coverage

@@ -361,6 +361,9 @@ class Orchestrator:
             passages = [passage_from_record(r) for r in result.get("passages", [])]
             outcome = {"status": "ok", "passages": [passage_record(p) for p in passages],
                        "degraded": [str(d) for d in result.get("degraded", [])]}
+            if "result" in result:  # a tool that acts: what its system answered, and whether it is audited
+                outcome.update(result=result["result"], audit=bool(result.get("audit")),
+                               repeated=bool(result.get("repeated")))
         except CitadelError as error:
             outcome = {"status": "failed", "error": error.code, "passages": []}
         except Exception:
@@ -377,8 +380,9 @@ class Orchestrator:
                                                         "call": self.tools.call_key(step), "tokens": tokens})
         state.meter.add(int(record.get("tokens", 0)))
         self._emit(state, EventType.PROGRESS, f"step:{step.id}", {
-            "stage": "step", "step_id": step.id, "ask": step.ask, "status": record["status"],
-            "error": record.get("error"), "chunk_ids": [p["chunk_id"] for p in record["passages"]]})
+            "stage": "step", "step_id": step.id, "ask": step.ask, "tool": step.tool, "status": record["status"],
+            "error": record.get("error"), "chunk_ids": [p["chunk_id"] for p in record["passages"]],
+            **({"result": record["result"]} if "result" in record else {})})
 
     def _stop(self, state: RunState, reason: str) -> str:
         record = self._record(state, "stop", {"reason": reason})
@@ -428,7 +432,7 @@ class Orchestrator:
         idf = evidence.idf or UNIFORM_IDF
         topical = {p.chunk_id for p in on_topic(parts, evidence.passages, evidence.idf)}
         settling = {p.chunk_id for p in evidence.passages for c in evidence.checks if c.met_by(p, idf)}
-        return len(topical | settling)
+        return len(topical | settling) + len(evidence.acted)
 
     def _action(self, state: RunState, reflection: Reflection) -> str:
         """What code does with a reflection: "continue" with nothing left to run is "finish"; a
@@ -465,9 +469,10 @@ class Orchestrator:
         partition = self.answers.partitions.get(tenant)
         idf = term_idf(partition) if partition is not None else None
         searched = tuple(str(s.args.get("query", s.ask)) for s, _ in state.step_records() if s.tool == SEARCH)
+        acted = tuple(s.ask for s, r in state.step_records() if s.tool != SEARCH and r.get("status") == "ok")
         return EvidenceSet(tuple(passages), records, idf, tuple(s.ask for s in state.pending()) if pending else (),
                            state.meter, self.today(), tuple(criteria_checks(state.run.question, passages, self._earlier_questions(state))),
-                           searched)
+                           searched, acted)
 
     # ------------------------------------------------------------------ synthesis and delivery
     def _synthesize(self, state: RunState, stop: str | None) -> None:
@@ -545,7 +550,8 @@ class Orchestrator:
         unanswered += [s.ask for s in state.pending()]
         parts = list(dict.fromkeys(checklist + unanswered))
         unsettled = [c.ask for c in open_checks(evidence.checks, evidence.passages, evidence.idf or UNIFORM_IDF)]
-        return distinct_parts(uncovered_parts(parts, evidence.passages, evidence.idf)) + unsettled
+        uncovered = [p for p in uncovered_parts(parts, evidence.passages, evidence.idf) if p not in evidence.acted]
+        return distinct_parts(uncovered) + unsettled
 
     def _cancelled_answer(self, state: RunState, missing: list[str]) -> dict[str, Any]:
         return self._record(state, "answer", {"answer": "", "refused": True, "reason": CANCELLED, "citations": [],
@@ -564,7 +570,8 @@ class Orchestrator:
         self._emit(state, EventType.FINAL, "final", {
             "answer": record["answer"], "refused": record["refused"], "reason": record["reason"],
             "citations": record["citations"], "conflicts": record["conflicts"], "degraded": record["degraded"],
-            "path": path, "stop_reason": stop, "missing": record["missing"], "steps": state.executed()})
+            "path": path, "stop_reason": stop, "missing": record["missing"], "steps": state.executed(),
+            "actions": actions_of(state)})
         status = (RunStatus.SUCCEEDED if stop is None else RunStatus.CANCELLED if stop == CANCELLED
                   else RunStatus.STOPPED)
         self.store.update(state.run_id, status=status, stop_reason=stop)
@@ -621,6 +628,13 @@ def gathered(step_records: list[tuple[Step, dict[str, Any]]]) -> list[Passage]:
                 seen.add(ps[rank].chunk_id)
                 passages.append(ps[rank])
     return passages
+
+
+def actions_of(state: RunState) -> list[dict[str, Any]]:
+    """The steps that called a tool other than search: what each did (its system's answer) or why not."""
+    return [{"step_id": step.id, "tool": step.tool, "status": record.get("status"), "error": record.get("error"),
+             "result": record.get("result")}
+            for step, record in state.step_records() if step.tool != SEARCH]
 
 
 def missing_note(missing: list[str]) -> str:

@@ -207,7 +207,8 @@ class RulesPlanner:
         then the whole part); else finish with what is missing. A query already made is never
         proposed again, so the rules cannot trip the repeated-call stop."""
         parts = list(plan.done_when) or [question]
-        uncovered = uncovered_parts(parts, evidence.passages, evidence.idf, self.min_coverage)
+        uncovered = [p for p in uncovered_parts(parts, evidence.passages, evidence.idf, self.min_coverage)
+                     if p not in evidence.acted]
         unsettled = [c.ask for c in open_checks(evidence.checks, evidence.passages, evidence.idf or UNIFORM_IDF)]
         gaps = (uncovered + unsettled)[:MAX_GAPS]
         relevant = on_topic(parts, evidence.passages, evidence.idf, self.min_coverage)

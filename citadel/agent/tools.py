@@ -1,10 +1,11 @@
 """The tools a step may call, and the step executor that calls them (DESIGN.md §10).
 
-Minimal here: the `search` tool (tier T0, read) retrieves for the run's principal through the
-`PassageRetriever` protocol, so every passage is ACL-scoped and live-checked as on the single-shot
-path. A step gets only the tool it names (`ToolRegistry.for_step`); asking that view for another
-tool is refused. The approvals issue brings the full registry: risk tiers T1/T2, the policy engine,
-idempotency keys written where the target system can read them.
+The `search` tool (tier T0, read) retrieves for the run's principal through the `PassageRetriever`
+protocol, so every passage is ACL-scoped and live-checked as on the single-shot path. The tools of a
+registry file (citadel/tools/spec.py) are called over HTTP (citadel/tools/http.py), each call decided
+by the policy engine (citadel/tools/policy.py) immediately before it runs. A step gets only the tool it
+names (`ToolRegistry.for_step`); asking that view for another tool is refused, and nothing a document
+says can add a tool or call one: tools come from the registry, calls from the plan's named step.
 
 A step's call carries `request_id` = "<run_id>:<step_id>": derived from run and step, so a step
 repeated after a crash would present the same key to a system that deduplicates.
@@ -13,15 +14,16 @@ repeated after a crash would present the same key to a system that deduplicates.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from enum import StrEnum
 from typing import Any, Protocol
 
 from citadel.agent.evidence import passage_record
 from citadel.agent.plan import MAX_QUERY_CHARS, Step
-from citadel.errors import Forbidden, InvalidRequest
+from citadel.errors import CitadelError, Forbidden, InvalidRequest
 from citadel.retrieval.retriever import PassageRetriever
+from citadel.tools.policy import Action, Decision, PolicyEngine
+from citadel.tools.spec import RiskTier, ToolSpec
 from citadel.types import Principal
 
 SEARCH = "search"
@@ -29,10 +31,27 @@ DEFAULT_SEARCH_TOP_K = 8
 MAX_SEARCH_TOP_K = 20
 
 
-class ToolTier(StrEnum):
-    T0 = "T0"  # read
-    T1 = "T1"  # reversible write (runs at once, a sample audited later)
-    T2 = "T2"  # money or hard to undo (a person approves)
+# The tiers of citadel/tools/spec.py: T0 read, T1 reversible write (runs at once, a sample audited
+# later), T2 money or hard to undo (a person approves).
+ToolTier = RiskTier
+
+
+class ToolRefused(CitadelError):
+    """The policy engine refused the call; its code is the reason (invalid_args, outside_limits,
+    not_permitted, tool_paused, invalid_tool_response, unknown_tool)."""
+
+    http_status = 403
+
+    def __init__(self, decision: Decision):
+        super().__init__(decision.detail or "the tool call was refused", code=str(decision.reasons[0]))
+        self.decision = decision
+
+
+class ApprovalRequired(CitadelError):
+    """A T2 call needs a person's approval before it runs."""
+
+    code = "approval_required"
+    http_status = 202
 
 
 class ToolNotAllowed(Forbidden):
@@ -85,11 +104,19 @@ class SearchTool:
         return {"passages": [passage_record(p) for p in result.passages], "degraded": list(result.degraded)}
 
 
-class StepTools:
-    """The tools one step may call: only those it names."""
+Permitted = Callable[[Principal, ToolSpec], bool]
 
-    def __init__(self, tools: Mapping[str, Tool], allowed: Iterable[str]):
+
+class StepTools:
+    """The tools one step may call: only those it names. A tool with a spec in the policy engine is
+    called only when the engine says so, immediately before the call (schema, pause, permission,
+    limits, tier), and its response is checked against the spec afterwards."""
+
+    def __init__(self, tools: Mapping[str, Tool], allowed: Iterable[str], policy: PolicyEngine | None = None,
+                 permitted: Permitted | None = None):
         self._tools = {name: tools[name] for name in allowed if name in tools}
+        self._policy = policy
+        self._permitted = permitted or (lambda principal, spec: True)
 
     @property
     def names(self) -> tuple[str, ...]:
@@ -100,14 +127,29 @@ class StepTools:
         tool = self._tools.get(name)
         if tool is None:
             raise ToolNotAllowed(f"this step may call {sorted(self._tools)}, not {name!r}")
-        return tool.run(principal, tool.arguments(ask, args), request_id)
+        arguments = tool.arguments(ask, args)
+        spec = self._policy.spec(name) if self._policy is not None else None
+        if spec is None:
+            return tool.run(principal, arguments, request_id)
+        decision = self._policy.decide(name, arguments, principal, self._permitted)
+        if decision.action == Action.REFUSE:
+            raise ToolRefused(decision)
+        if decision.action == Action.NEEDS_APPROVAL:
+            raise ApprovalRequired(f"{name} needs an approval from {spec.approver_group}")
+        result = tool.run(principal, arguments, request_id)
+        checked = self._policy.check_response(name, result.get("result"))
+        if checked.action == Action.REFUSE:
+            raise ToolRefused(checked)
+        return {**result, "audit": decision.action == Action.RUN_AND_AUDIT}
 
 
 class ToolRegistry:
-    """The tools of this process, by name."""
+    """The tools of this process, by name, and the policy engine over those with a spec."""
 
-    def __init__(self, tools: Iterable[Tool]):
+    def __init__(self, tools: Iterable[Tool], policy: PolicyEngine | None = None, permitted: Permitted | None = None):
         self._tools = {tool.name: tool for tool in tools}
+        self._policy = policy
+        self._permitted = permitted
 
     def names(self) -> tuple[str, ...]:
         return tuple(self._tools)
@@ -129,7 +171,7 @@ class ToolRegistry:
         return json.dumps([step.tool, arguments], sort_keys=True)
 
     def for_step(self, step: Step) -> StepTools:
-        return StepTools(self._tools, [step.tool])
+        return StepTools(self._tools, [step.tool], self._policy, self._permitted)
 
 
 # ---------------------------------------------------------------------- executing a step

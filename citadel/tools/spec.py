@@ -81,6 +81,30 @@ Number = Annotated[float, Field(strict=True, allow_inf_nan=False)]  # strict: YA
 GroupName = Annotated[str, Field(min_length=1, max_length=MAX_GROUP_CHARS), AfterValidator(_plain_group)]
 
 
+# "{name}" in a binding's path: an argument's value, URL-quoted, goes there.
+PATH_PLACEHOLDER = re.compile(r"\{([a-z][a-z0-9_]{0,63})\}", re.ASCII)
+KEY_PLACEHOLDER = "key"
+
+
+class HttpBinding(BaseModel):
+    """How a tool reaches its system over HTTP: `endpoint` names a base URL in config
+    (`tools.endpoints`), `path` takes arguments as "{name}" placeholders, the other arguments go in
+    the JSON body (POST) or the query (GET). A write names the body field that carries its
+    idempotency key (`idempotency_field`, derived from run and step) and may name a GET `lookup_path`
+    ("…?external_id={key}") that finds the record an earlier attempt made, looked up before creating."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    endpoint: str = Field(pattern=r"^[a-z][a-z0-9_-]{0,63}$")
+    method: str = Field(pattern=r"^(GET|POST)$")
+    path: str = Field(pattern=r"^/[A-Za-z0-9_{}/.?=&-]{0,300}$")
+    idempotency_field: str | None = Field(None, pattern=r"^[a-z][a-z0-9_]{0,63}$")
+    lookup_path: str | None = Field(None, pattern=r"^/[A-Za-z0-9_{}/.?=&-]{0,300}$")
+
+    def placeholders(self) -> set[str]:
+        return set(PATH_PLACEHOLDER.findall(self.path))
+
+
 class ToolSpec(BaseModel):
     """One tool. Immutable; treat the schema mappings as read-only too."""
 
@@ -100,6 +124,7 @@ class ToolSpec(BaseModel):
     audit_share: Number = Field(DEFAULT_AUDIT_SHARE, ge=0.0, le=1.0)
     # the user groups allowed to request the write; empty: anyone the live permission check allows
     write_groups: frozenset[GroupName] = frozenset()
+    http: HttpBinding | None = None  # how the tool is called (None: a tool built in code, e.g. search)
 
     @field_validator("name")
     @classmethod
@@ -127,6 +152,8 @@ class ToolSpec(BaseModel):
     @model_validator(mode="after")
     def _fits_its_tier(self) -> ToolSpec:
         self._check_limits()
+        if self.http is not None:
+            self._check_binding(self.http)
         if self.risk_tier is RiskTier.T2:
             self._check_approval_settings()
         else:
@@ -138,6 +165,22 @@ class ToolSpec(BaseModel):
         if self.risk_tier is RiskTier.T0 and self.write_groups:
             raise _FieldProblem("write_groups", "a T0 tool reads; who may read is the live permission check")
         return self
+
+    def _check_binding(self, http: HttpBinding) -> None:
+        """Every path placeholder is a required argument; a write carries its idempotency key, which
+        is not an argument anyone can set; a lookup finds the record by that key."""
+        properties = self.args_schema.get("properties", {})
+        required = set(self.args_schema.get("required", []))
+        for name in sorted(http.placeholders()):
+            if name not in properties or name not in required:
+                raise _FieldProblem("http", f"path placeholder {{{name}}} must be a required argument")
+        writes = self.risk_tier is not RiskTier.T0
+        if writes and (http.method != "POST" or http.idempotency_field is None):
+            raise _FieldProblem("http", "a write is a POST that names its idempotency_field")
+        if http.idempotency_field is not None and http.idempotency_field in properties:
+            raise _FieldProblem("http", f"{http.idempotency_field!r} carries the key; it cannot be an argument")
+        if http.lookup_path is not None and set(PATH_PLACEHOLDER.findall(http.lookup_path)) != {KEY_PLACEHOLDER}:
+            raise _FieldProblem("http", "lookup_path finds the record by its key alone: one {key} placeholder")
 
     def _check_limits(self) -> None:
         properties = self.args_schema.get("properties", {})

@@ -1,0 +1,157 @@
+"""Tools that act, over HTTP against the example CRM on loopback (issue 16, items 1-3 and 7): a run's
+steps call `crm.*` as the run's user, each call decided by the policy engine just before it runs and
+carrying an idempotency key derived from run and step; a crash after the CRM made the record and before
+the step was recorded repeats the call with the same key and the CRM holds one record."""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from citadel.agent.plan import parse_plan
+from citadel.agent.planner import RulesPlanner
+from citadel.agent.tools import ToolStepExecutor
+from citadel.config import load_config
+from citadel.identity.credentials import ALL_TENANTS
+from citadel.state.runs import EventType, MemoryRunStore, Run, RunStatus
+from citadel.tools.caller import tool_caller
+from citadel.wiring import Wiring
+from examples.crm.__main__ import db_path
+from examples.crm.launcher import start_crm, stop_crm
+from examples.crm.store import CrmStore
+
+REPO = Path(__file__).resolve().parents[2]
+QUESTION = "Acme renews next month. Are they eligible for the multi-year discount?"
+SALES = ("sales",)
+
+
+class Killed(BaseException):
+    """The process dies: nothing after this point runs (not an error the run could record)."""
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.t = 1_000.0
+
+    def now(self) -> float:
+        return self.t
+
+
+class ScriptedPlanner:
+    def __init__(self, steps: list[dict]):
+        self.plan_json = {"steps": steps, "done_when": [s["ask"] for s in steps]}
+
+    def plan(self, question, context):
+        return parse_plan(self.plan_json, context.tools, context.known_ids, context.check_args)
+
+    def reflect(self, question, plan, evidence):
+        return RulesPlanner().reflect(question, plan, evidence)
+
+
+class DiesOnceAfterTheCall:
+    """The real executor; the first time `step_id` runs, the process dies after the CRM answered."""
+
+    def __init__(self, step_id: str | None = None):
+        self.inner = ToolStepExecutor()
+        self.step_id = step_id
+        self.calls: Counter[str] = Counter()
+
+    def execute(self, context, step, tools):
+        self.calls[step.id] += 1
+        result = self.inner.execute(context, step, tools)
+        if step.id == self.step_id and self.calls[step.id] == 1:
+            raise Killed(step.id)
+        return result
+
+
+@pytest.fixture
+def crm(tmp_path):
+    config = load_config(environ={"CITADEL_HOME": str(tmp_path / "home"), "CITADEL_EMBEDDING__BACKEND": "hash",
+                                  "CITADEL_TOOLS__REGISTRY_FILE": str(REPO / "examples" / "crm" / "tools.yaml"),
+                                  "CITADEL_TOOLS__AUDIT_SEED": "7"})
+    tool_caller(config, [ALL_TENANTS])  # the tools' credential exists before the CRM reads the home
+    server = start_crm(Path(config.home))
+    config.tools.endpoints = {"crm": server.url}
+    try:
+        yield Wiring(config=config), CrmStore(db_path(Path(config.home).resolve()))
+    finally:
+        stop_crm(Path(config.home))
+
+
+def drive(runtime, steps, executor=None, clock=None, store=None, owner="replica-a", user="sam", groups=SALES):
+    clock = clock or Clock()
+    store = store or MemoryRunStore(clock.now)
+    if store.get("run-1") is None:
+        store.create(Run("run-1", "northwind", user, "c1", QUESTION, groups=groups))
+    orchestrator = runtime.make_orchestrator(store, planner=ScriptedPlanner(steps), clock=clock,
+                                             executor=executor or ToolStepExecutor(), memory=None)
+    run = orchestrator.drive("run-1", owner)
+    return run, store
+
+
+def final_of(store) -> dict:
+    [final] = [e.data for e in store.events("run-1") if e.type == EventType.FINAL]
+    return final
+
+
+READ = {"id": "s1", "ask": "Acme account", "tool": "crm.get_account", "args": {"account_id": "acme"}}
+NOTE = {"id": "s2", "ask": "note the renewal", "tool": "crm.add_note",
+        "args": {"account_id": "acme", "text": "Renewal next month; multi-year discount discussed."}}
+APPROVAL = {"id": "s3", "ask": "propose 12% for 24 months", "tool": "crm.create_discount_approval",
+            "args": {"account_id": "acme", "discount_pct": 12, "term_months": 24}}
+
+
+def test_a_run_reads_and_writes_the_crm_as_its_user(crm):
+    runtime, records = crm
+    run, store = drive(runtime, [READ, NOTE])
+    assert run.status == RunStatus.SUCCEEDED
+    actions = {a["step_id"]: a for a in final_of(store)["actions"]}
+    assert actions["s1"]["status"] == "ok" and actions["s1"]["result"]["annual_revenue"] == 740_000
+    note = actions["s2"]["result"]
+    assert actions["s2"]["status"] == "ok" and note["external_id"] == "run-1:s2" and note["author"] == "sam"
+    assert records.count_notes("northwind") == 1
+
+
+def test_a_crash_after_the_crm_wrote_and_before_the_step_was_recorded_leaves_one_record(crm):
+    runtime, records = crm
+    clock = Clock()
+    store = MemoryRunStore(clock.now)
+    executor = DiesOnceAfterTheCall("s2")
+    with pytest.raises(Killed):
+        drive(runtime, [NOTE], executor=executor, clock=clock, store=store)
+    assert records.count_notes("northwind") == 1  # the CRM made it; the run never recorded the step
+    assert "step:s2" not in store.steps("run-1")
+    clock.t += runtime.config.agent.lease_ttl_s + 1  # the dead replica's lease runs out
+    run, _ = drive(runtime, [NOTE], executor=executor, clock=clock, store=store, owner="replica-b")
+    assert run.status == RunStatus.SUCCEEDED and executor.calls["s2"] == 2  # the call was repeated …
+    assert records.count_notes("northwind") == 1  # … with the same key: one record
+    [action] = final_of(store)["actions"]
+    assert action["status"] == "ok" and action["result"]["external_id"] == "run-1:s2"
+
+
+def test_a_t2_call_waits_for_an_approval_and_the_crm_holds_nothing(crm):
+    runtime, records = crm
+    _, store = drive(runtime, [APPROVAL])
+    [action] = final_of(store)["actions"]
+    assert action["status"] == "failed" and action["error"] == "approval_required"
+    assert records.count_approvals("northwind") == 0
+
+
+def test_a_paused_tool_refuses_and_the_others_keep_working(crm):
+    runtime, records = crm
+    runtime.pause_switch.pause("northwind", "crm.add_note")
+    _, store = drive(runtime, [READ, NOTE])
+    actions = {a["step_id"]: a for a in final_of(store)["actions"]}
+    assert actions["s1"]["status"] == "ok"
+    assert actions["s2"]["status"] == "failed" and actions["s2"]["error"] == "tool_paused"
+    assert records.count_notes("northwind") == 0
+
+
+def test_a_user_outside_the_write_groups_is_refused_before_the_call(crm):
+    runtime, records = crm
+    _, store = drive(runtime, [NOTE], user="dana", groups=("deal-desk",))
+    [action] = final_of(store)["actions"]
+    assert action["status"] == "failed" and action["error"] == "not_permitted"
+    assert records.count_notes("northwind") == 0
