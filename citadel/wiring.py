@@ -11,6 +11,8 @@ implements the same Protocol, and is used instead of the local one (the split to
 
 from __future__ import annotations
 
+import time
+
 import os
 from dataclasses import dataclass
 from functools import cached_property
@@ -262,6 +264,18 @@ class Wiring:
         return ToolRegistry([search, *bound], policy)
 
     @cached_property
+    def tool_policy(self):
+        """The policy engine over the registry's tools (None without a registry file)."""
+        return self.agent_tools.policy
+
+    @cached_property
+    def approval_store(self):
+        """Approvals waiting for a person, durable across processes (SQLite in the home)."""
+        from citadel.tools.approvals import make_approval_store
+
+        return make_approval_store(self.config, self.clock or time.time)
+
+    @cached_property
     def pause_switch(self):
         """Pauses of tools and the model, per tenant or everywhere, seen by every process (SQLite)."""
         from citadel.tools.pause import SQLitePauseSwitch
@@ -287,6 +301,8 @@ class Wiring:
 
         options.setdefault("after_step", after_step)
         options.setdefault("memory", self.conversation_memory)
+        options.setdefault("approvals", self.approval_store)
+        options.setdefault("wall_clock", self.clock or time.time)
         return Orchestrator(run_store, self.answer_service, planner or self.planner, self.agent_tools,
                             self.config.agent, cost_per_1k_tokens=self.config.state.cost_per_1k_tokens, **options)
 

@@ -48,7 +48,7 @@ from citadel.agent.evidence import (UNIFORM_IDF, EvidenceSet, distinct_parts, pa
                                     skip_reflection, superseded_documents, uncovered_parts)
 from citadel.agent.plan import MAX_PLAN_STEPS, Plan, PlanInvalid, Reflection, Step, check_steps
 from citadel.agent.planner import SEARCH, PlanContext, Planner, RulesPlanner
-from citadel.agent.tools import StepContext, StepExecutor, ToolRegistry, ToolStepExecutor
+from citadel.agent.tools import ApprovalRequired, StepContext, StepExecutor, ToolRegistry, ToolStepExecutor
 from citadel.answer.gate import term_idf
 from citadel.answer.prompt import PromptItem
 from citadel.answer.text import content_terms
@@ -59,6 +59,7 @@ from citadel.resilience.clock import Clock, MonotonicClock
 from citadel.resilience.deadline import Deadline, deadline_scope
 from citadel.state.conversations import ASSISTANT, USER
 from citadel.state.runs import FINISHED, EventType, Run, RunStatus, RunStore
+from citadel.tools.approvals import Approval, ApprovalStatus, ApprovalStore
 from citadel.tracing import emit_span
 from citadel.types import Passage, Principal
 
@@ -68,6 +69,9 @@ SINGLE_SHOT, AGENTIC = "single_shot", "agentic"
 # Stop reasons: the five rules, cancellation, and a re-plan that could not be made.
 STEP_CAP, DEADLINE, NO_NEW_EVIDENCE, REPEATED_CALL = "step_cap", "deadline", "no_new_evidence", "repeated_call"
 CANCELLED, REPLAN_FAILED = "cancelled", "replan_failed"
+# Not a stop: the run waits for a person's approval (status WAITING) and is restarted by the decision.
+PARKED = "parked"
+NEEDS_APPROVAL = "needs_approval"
 # The first plan and at most this many re-plans.
 MAX_REPLANS = 3
 # Answer text streams in token events of about this many words (more per event for a long answer).
@@ -127,12 +131,15 @@ class Orchestrator:
     def __init__(self, store: RunStore, answer_service, planner: Planner, tools: ToolRegistry, config: AgentConfig,
                  *, cost_per_1k_tokens: float = 0.0, clock: Clock | None = None,
                  executor: StepExecutor | None = None, after_step: Callable[[str, str], None] | None = None,
-                 today: Callable[[], str] | None = None, memory: ConversationMemory | None = None):
+                 today: Callable[[], str] | None = None, memory: ConversationMemory | None = None,
+                 approvals: ApprovalStore | None = None, wall_clock: Callable[[], float] = time.time):
         """`executor`: runs one step (injectable: a test counts executions or holds steps at a barrier);
         `after_step(run_id, step_id)`: called once a step's result and event are recorded (a test kills
         the driver there); `today`: the ISO date deciding which effective dates are in force;
         `memory`: the run's conversation (its live-checked context goes into the synthesis prompt,
-        and the answer is recorded there as the assistant's turn, by whichever driver delivers it)."""
+        and the answer is recorded there as the assistant's turn, by whichever driver delivers it);
+        `approvals`: where a T2 call's approval waits (without one, such a call fails the step);
+        `wall_clock`: the time approvals escalate and expire by (shared across processes)."""
         self.store = store
         self.answers = answer_service
         self.planner = planner
@@ -145,6 +152,8 @@ class Orchestrator:
         self.today = today or (lambda: "")
         self._rules = RulesPlanner()
         self.memory = memory
+        self.approvals = approvals
+        self.wall_clock = wall_clock
 
     # ------------------------------------------------------------------ the drive
     def drive(self, run_id: str, owner: str) -> Run:
@@ -196,6 +205,9 @@ class Orchestrator:
                 stop = state.records["stop"]["reason"]
             else:
                 stop = None if outcome == FINISH else self._loop(state, owner)
+        if stop == PARKED:  # waiting for a person: nothing held, no lease; a decision restarts the run
+            self.store.update(state.run_id, status=RunStatus.WAITING)
+            return
         self._renew(state, owner)
         self._synthesize(state, stop)
 
@@ -284,6 +296,8 @@ class Orchestrator:
             ready = state.ready() if reason is None else []
             if ready:
                 reason = self._round(state, owner, ready)
+            if reason == PARKED:
+                return PARKED
             if reason is not None:
                 return self._stop(state, reason)
             outcome = self._settle(state, *self._reflect(state))
@@ -346,7 +360,12 @@ class Orchestrator:
                 done, _ = concurrent.futures.wait(running, return_when=concurrent.futures.FIRST_COMPLETED)
                 for future in done:
                     step = running.pop(future)
-                    self._finish_step(state, step, future.result())
+                    outcome = future.result()
+                    if outcome["status"] == NEEDS_APPROVAL:
+                        self._await_approval(state, step, outcome)
+                        reason = PARKED  # start nothing more; the steps in flight finish and are recorded
+                        continue
+                    self._finish_step(state, step, outcome)
                     if self.after_step is not None:
                         self.after_step(state.run_id, step.id)
         return reason
@@ -356,7 +375,14 @@ class Orchestrator:
         result, not the run's end."""
         started = time.perf_counter()
         try:
-            result = self.executor.execute(StepContext(state.run_id, state.principal), step,
+            approval = self._approval_for(state, step)
+            if approval is not None and approval.status == ApprovalStatus.PENDING:
+                return {"status": NEEDS_APPROVAL, "passages": [], "approval_id": approval.approval_id}
+            if approval is not None and approval.status != ApprovalStatus.APPROVED:
+                return {"status": "failed", "error": f"approval_{approval.status}", "passages": [],
+                        "approval_id": approval.approval_id}
+            approved = approval.final_args if approval is not None else None
+            result = self.executor.execute(StepContext(state.run_id, state.principal, approved), step,
                                            self.tools.for_step(step))
             passages = [passage_from_record(r) for r in result.get("passages", [])]
             outcome = {"status": "ok", "passages": [passage_record(p) for p in passages],
@@ -364,6 +390,12 @@ class Orchestrator:
             if "result" in result:  # a tool that acts: what its system answered, and whether it is audited
                 outcome.update(result=result["result"], audit=bool(result.get("audit")),
                                repeated=bool(result.get("repeated")))
+        except ApprovalRequired as required:
+            if self.approvals is None:
+                outcome = {"status": "failed", "error": required.code, "passages": []}
+            else:
+                outcome = {"status": NEEDS_APPROVAL, "passages": [], "tool": required.spec.name,
+                           "arguments": required.arguments}
         except CitadelError as error:
             outcome = {"status": "failed", "error": error.code, "passages": []}
         except Exception:
@@ -372,6 +404,33 @@ class Orchestrator:
         emit_span(state.run_id, f"step:{step.id}", (time.perf_counter() - started) * 1000.0,
                   [p["chunk_id"] for p in outcome["passages"]], tool=step.tool, status=outcome["status"])
         return outcome
+
+    # ------------------------------------------------------------------ approvals
+    def _approval_for(self, state: RunState, step: Step) -> Approval | None:
+        """The approval this step asked for before (a resumed or restarted run), as it stands now."""
+        record = state.records.get(f"approval:{step.id}")
+        if record is None or self.approvals is None:
+            return None
+        return self.approvals.get(record["approval_id"])
+
+    def _await_approval(self, state: RunState, step: Step, outcome: dict[str, Any]) -> None:
+        """Ask for the approval (once per step: the store and the record both keep the first), tell the
+        client with an `approval_required` event, and leave the step unrecorded until it is decided."""
+        approval_id = outcome.get("approval_id")
+        if approval_id is None:
+            spec = self.tools.spec(outcome["tool"])
+            now = self.wall_clock()
+            approval = self.approvals.request(Approval(
+                "", state.principal.tenant_id, state.run_id, step.id, spec.name, state.principal.user_id,
+                outcome["arguments"], spec.approver_group, spec.lead_group,
+                now + spec.escalate_after_s if spec.escalate_after_s else None,
+                now + spec.expire_after_s if spec.expire_after_s else None))
+            approval_id = self._record(state, f"approval:{step.id}", {"approval_id": approval.approval_id})[
+                "approval_id"]
+        approval = self.approvals.get(approval_id)
+        self._emit(state, EventType.APPROVAL_REQUIRED, f"approval:{approval_id}", {
+            "approval_id": approval_id, "step_id": step.id, "tool": approval.tool, "arguments": approval.proposed_args,
+            "approver_group": approval.approver_group, "expire_at": approval.expire_at})
 
     def _finish_step(self, state: RunState, step: Step, result: dict[str, Any]) -> None:
         passages = [passage_from_record(r) for r in result["passages"]]
@@ -480,6 +539,10 @@ class Orchestrator:
         evidence = self._evidence(state, pending=False) if record is None else None
         if evidence is not None and stop == CANCELLED:
             record = self._cancelled_answer(state, self._missing(state, evidence))
+        elif evidence is not None and not evidence.passages and actions_of(state):
+            record = self._record(state, "answer", {  # a run that only acted: its answer is what it did or not
+                "answer": actions_note(state), "refused": False, "reason": None, "citations": [], "conflicts": [],
+                "degraded": [], "missing": self._missing(state, evidence), "tokens": 0})
         elif evidence is not None:
             conflicts = resolved_conflicts(evidence.passages, evidence.records, evidence.today)
             ruled_out = superseded_documents(conflicts)
@@ -499,6 +562,8 @@ class Orchestrator:
                 record["answer"] = " ".join([record["answer"], *(c["note"] for c in resolved if c["note"])])
             if record["missing"] and not response.refused:  # a partial answer says what it lacks
                 record["answer"] = f"{record['answer']} {missing_note(record['missing'])}"
+            if actions_of(state):
+                record["answer"] = f"{record['answer']} {actions_note(state)}"
             record["conflicts"] = [*record["conflicts"], *resolved]
             record = self._record(state, "answer", record)
         self._deliver(state, record, stop, AGENTIC)
@@ -635,6 +700,20 @@ def actions_of(state: RunState) -> list[dict[str, Any]]:
     return [{"step_id": step.id, "tool": step.tool, "status": record.get("status"), "error": record.get("error"),
              "result": record.get("result")}
             for step, record in state.step_records() if step.tool != SEARCH]
+
+
+def actions_note(state: RunState) -> str:
+    """What the run did and what it could not do, naming each record its tools made by id."""
+    sentences = []
+    for action in actions_of(state):
+        if action["status"] == "ok":
+            result = action["result"] if isinstance(action["result"], dict) else {}
+            ids = [f"{k} {v}" for k, v in result.items() if k.endswith("_id") and k != "account_id" and
+                   k != "external_id" and isinstance(v, (str, int))]
+            sentences.append(f"Done: {action['tool']}" + (f" ({', '.join(ids)})." if ids else "."))
+        else:
+            sentences.append(f"Not done: {action['tool']} ({action['error']}).")
+    return " ".join(sentences)
 
 
 def missing_note(missing: list[str]) -> str:

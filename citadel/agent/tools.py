@@ -48,10 +48,15 @@ class ToolRefused(CitadelError):
 
 
 class ApprovalRequired(CitadelError):
-    """A T2 call needs a person's approval before it runs."""
+    """A T2 call needs a person's approval before it runs: the run parks until one is decided."""
 
     code = "approval_required"
     http_status = 202
+
+    def __init__(self, spec: ToolSpec, arguments: Mapping[str, Any]):
+        super().__init__(f"{spec.name} needs an approval from {spec.approver_group}")
+        self.spec = spec
+        self.arguments = dict(arguments)
 
 
 class ToolNotAllowed(Forbidden):
@@ -123,19 +128,24 @@ class StepTools:
         return tuple(self._tools)
 
     def call(self, name: str, principal: Principal, ask: str, args: Mapping[str, Any],
-             request_id: str) -> dict[str, Any]:
+             request_id: str, approved: Mapping[str, Any] | None = None) -> dict[str, Any]:
+        """`approved`: the final arguments a person approved for this step (a T2 call then runs with
+        them, after every check again, now)."""
         tool = self._tools.get(name)
         if tool is None:
             raise ToolNotAllowed(f"this step may call {sorted(self._tools)}, not {name!r}")
-        arguments = tool.arguments(ask, args)
+        arguments = tool.arguments(ask, approved if approved is not None else args)
         spec = self._policy.spec(name) if self._policy is not None else None
         if spec is None:
             return tool.run(principal, arguments, request_id)
-        decision = self._policy.decide(name, arguments, principal, self._permitted)
+        if approved is not None:
+            decision = self._policy.recheck_approved(name, arguments, principal, self._permitted)
+        else:
+            decision = self._policy.decide(name, arguments, principal, self._permitted)
         if decision.action == Action.REFUSE:
             raise ToolRefused(decision)
         if decision.action == Action.NEEDS_APPROVAL:
-            raise ApprovalRequired(f"{name} needs an approval from {spec.approver_group}")
+            raise ApprovalRequired(spec, arguments)
         result = tool.run(principal, arguments, request_id)
         checked = self._policy.check_response(name, result.get("result"))
         if checked.action == Action.REFUSE:
@@ -153,6 +163,14 @@ class ToolRegistry:
 
     def names(self) -> tuple[str, ...]:
         return tuple(self._tools)
+
+    @property
+    def policy(self) -> PolicyEngine | None:
+        return self._policy
+
+    def spec(self, name: str) -> ToolSpec | None:
+        """The named tool's spec (None for a tool built in code, like search)."""
+        return self._policy.spec(name) if self._policy is not None else None
 
     def check_args(self, name: str, args: Mapping[str, Any]) -> None:
         """For plan validation: the named tool accepts these arguments (InvalidToolArgs if not)."""
@@ -179,6 +197,7 @@ class ToolRegistry:
 class StepContext:
     run_id: str
     principal: Principal
+    approved: Mapping[str, Any] | None = None  # a person's approved arguments for this step's T2 call
 
     def request_id(self, step: Step) -> str:
         """The step's idempotency key: derived from run and step, the same on every attempt."""
@@ -196,4 +215,5 @@ class ToolStepExecutor:
     """The default executor: the step's one tool, called with its arguments."""
 
     def execute(self, context: StepContext, step: Step, tools: StepTools) -> dict[str, Any]:
-        return tools.call(step.tool, context.principal, step.ask, step.args, context.request_id(step))
+        return tools.call(step.tool, context.principal, step.ask, step.args, context.request_id(step),
+                          context.approved)

@@ -48,9 +48,12 @@ class RunStatus(StrEnum):
     STOPPED = "stopped"  # a stopping rule ended it; it answered with what it found
     FAILED = "failed"
     CANCELLED = "cancelled"
+    WAITING = "waiting"  # parked on a person's approval: no lease, nothing in memory, not adopted
 
 
 FINISHED = frozenset({RunStatus.SUCCEEDED, RunStatus.STOPPED, RunStatus.FAILED, RunStatus.CANCELLED})
+# Runs no replica adopts: the finished ones and those waiting for an approval (a decision restarts them).
+NOT_ADOPTABLE = FINISHED | {RunStatus.WAITING}
 
 
 @dataclass(frozen=True)
@@ -218,7 +221,7 @@ class MemoryRunStore:
         with self._lock:
             now = self._now()
             return [run_id for run_id, run in self._runs.items()
-                    if run.status not in FINISHED and self._leases.get(run_id, ("", 0.0))[1] <= now][:limit]
+                    if run.status not in NOT_ADOPTABLE and self._leases.get(run_id, ("", 0.0))[1] <= now][:limit]
 
     def request_cancel(self, run_id: str) -> None:
         with self._lock:

@@ -32,7 +32,7 @@ import redis
 
 from citadel.state.base import StateUnavailable
 from citadel.state.redis_store import _part, _reachable, _ttl_ms
-from citadel.state.runs import FINISHED, MAX_EVENTS_PER_READ, Clock, EventType, Run, RunEvent, RunStatus
+from citadel.state.runs import MAX_EVENTS_PER_READ, NOT_ADOPTABLE, Clock, EventType, Run, RunEvent, RunStatus
 from citadel.state.runs_sqlite import MAX_ORPHANS, bounded_limit, bounded_wait, encode_record, lease_ttl
 
 log = logging.getLogger(__name__)
@@ -162,7 +162,7 @@ class RedisRunStore:
     def create(self, run: Run) -> Run:
         now = self._now()
         stored = replace(run, created_at=now, updated_at=now, status=RunStatus(run.status))
-        finished = "1" if stored.status in FINISHED else "0"
+        finished = "1" if stored.status in NOT_ADOPTABLE else "0"  # "1": out of the adoptable set
         args = [run.run_id, finished, uuid.uuid4().hex, *_flatten(_run_fields(stored))]
         with _available():
             created = self._create(keys=[self._key(run.run_id), self._unfinished, self._created], args=args)
@@ -181,7 +181,7 @@ class RedisRunStore:
         finished = ""
         if status is not None:
             changes["status"] = RunStatus(status).value
-            finished = "1" if RunStatus(status) in FINISHED else "0"
+            finished = "1" if RunStatus(status) in NOT_ADOPTABLE else "0"
         if path is not None:
             changes["path"] = path
         if stop_reason is not None:

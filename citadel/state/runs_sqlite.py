@@ -28,6 +28,7 @@ from citadel.state.base import StateUnavailable
 from citadel.state.runs import (
     FINISHED,
     MAX_EVENTS_PER_READ,
+    NOT_ADOPTABLE,
     Clock,
     EventType,
     Run,
@@ -52,7 +53,7 @@ MAX_LEASE_S = 86_400.0
 
 # Unfinished means "not in FINISHED": the same text in the partial index and in the query, so SQLite
 # can answer `orphans` from the index without scanning finished runs.
-_UNFINISHED_SQL = "status NOT IN ({})".format(", ".join(f"'{s.value}'" for s in sorted(FINISHED)))
+_UNFINISHED_SQL = "status NOT IN ({})".format(", ".join(f"'{s.value}'" for s in sorted(NOT_ADOPTABLE)))
 
 _RUN_SCHEMA = (
     """CREATE TABLE IF NOT EXISTS runs (

@@ -7,6 +7,9 @@
   and bounded, human summaries of what failed;
 - `policy`: `PolicyEngine`, plain code that decides run / run_and_audit / needs_approval / refuse with
   explicit reasons, checks a reviewer's edit and a tool's response; `AuditSampler`, the seeded T1 sample;
+- `approvals`: `ApprovalStore`, where a T2 call waits for a person (request once per step, decide once,
+  escalate and expire by a sweep; silence never approves), in process or in a SQLite file
+  (`approvals_sqlite`) every process of the machine shares;
 - `pause`: the `PauseSwitch` an admin uses to pause the model or a tool, per tenant or everywhere,
   without a restart (in process, or a SQLite file shared by processes).
 

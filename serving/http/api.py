@@ -35,8 +35,8 @@ from citadel.types import validate_tenant_id
 from serving.http.admission import REQUEST_ID_HEADER, Admission
 from serving.http.errors import error_body
 from serving.http.metrics import require_metrics_credential
-from serving.http.models import (ERRORS, AclRequest, AnswerRequest, FaultRequest, FeedbackRequest, MessageRequest,
-                                 RetrieveRequest, RetrieveResponse, UploadRequest)
+from serving.http.models import (ERRORS, AclRequest, AnswerRequest, DecisionRequest, FaultRequest, FeedbackRequest,
+                                 MessageRequest, RetrieveRequest, RetrieveResponse, UploadRequest)
 from serving.http.models import AnswerResponse as AnswerBody
 from serving.services.access import Caller
 from serving.services.compose import Services
@@ -231,6 +231,17 @@ def _add_run_routes(app: FastAPI) -> None:
             return events
         return StreamingResponse(_event_stream(request, run_id, after, events), media_type="text/event-stream",
                                  headers={"cache-control": "no-store", "x-accel-buffering": "no"})
+
+    @app.get("/v1/approvals", responses=ERRORS)
+    async def list_approvals(request: Request, status: Optional[str] = Query("pending", max_length=16)) -> dict:
+        """The caller's tenant's approvals that one of the caller's groups may decide."""
+        return await _caller_call(request, "approvals", lambda s: s.approvals.list, status)
+
+    @app.post("/v1/approvals/{approval_id}:decide", responses=ERRORS)
+    async def decide_approval(request: Request, approval_id: str, body: DecisionRequest) -> dict:
+        """approve | edit_and_approve (edits checked by the policy engine) | reject; once (409 after)."""
+        return await _caller_call(request, "approvals", lambda s: s.approvals.decide, approval_id, body.decision,
+                                  body.edits, body.comment)
 
     @app.post("/v1/answers/{answer_id}/feedback", responses=ERRORS)
     async def feedback(request: Request, answer_id: str, body: FeedbackRequest) -> dict:

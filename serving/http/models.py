@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import base64
 import binascii
-from typing import Literal, Optional, Union
+from typing import Any, Literal, Optional, Union
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -101,6 +101,13 @@ class FaultRequest(_Body):
 class MessageRequest(_Body):
     # Its length is checked by the runs service against `agent.max_message_chars` (413, not 422).
     content: str = Field(..., description="The user's message; it starts a run.")
+
+
+class DecisionRequest(_Body):
+    decision: Literal["approve", "edit_and_approve", "reject"]
+    edits: Optional[dict[str, Any]] = Field(None, description="edit_and_approve: the arguments changed "
+                                            "(checked again by the policy engine: schema and the approver's limit).")
+    comment: str = Field("", description="Why (at most 2,000 characters); kept with the decision.")
 
 
 class FeedbackRequest(_Body):

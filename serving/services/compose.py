@@ -26,6 +26,7 @@ from serving.services.answer_cache import AnswerCacheView
 from serving.services.drills import DrillService
 from serving.services.metrics import ApiMetrics
 from serving.services.query import QueryService
+from serving.services.approvals import ApprovalsService
 from serving.services.runs import RunsService
 
 log = logging.getLogger(__name__)
@@ -45,6 +46,7 @@ class Services:
     admin: AdminService
     drills: DrillService
     runs: RunsService
+    approvals: ApprovalsService
     metrics: ApiMetrics
     resilience: Resilience
     wiring: Wiring
@@ -66,8 +68,11 @@ def build_services(config: CitadelConfig, stages: Stages | None = None, clock: C
 
         AnswerLogPurger(wiring.catalog, config.answer, config.answer.answer_log_purge_interval_s).start()
     runs = _runs_service(config, wiring, metrics, in_replica)
+    approvals = ApprovalsService(wiring.approval_store, wiring.run_store, wiring.tool_policy, runs.resume)
+    if in_replica:
+        _every(config.agent.lease_ttl_s, approvals.sweep)  # escalation and expiry need no traffic
     return Services(config, Access(wiring.authenticator), query, admin, DrillService(config, wiring.catalog), runs,
-                    metrics, resilience, wiring)
+                    approvals, metrics, resilience, wiring)
 
 
 def _runs_service(config: CitadelConfig, wiring: Wiring, metrics: ApiMetrics, in_replica: bool) -> RunsService:

@@ -21,7 +21,7 @@ from citadel.config import CitadelConfig
 from citadel.errors import InvalidRequest, NotFound, PayloadTooLarge
 from citadel.agent.memory import ConversationMemory
 from citadel.state.conversations import Conversation, ConversationStore
-from citadel.state.runs import FINISHED, TERMINAL_EVENTS, Run, RunEvent, RunStore
+from citadel.state.runs import FINISHED, TERMINAL_EVENTS, Run, RunEvent, RunStatus, RunStore
 from serving.services.access import Caller
 from serving.services.metrics import ApiMetrics
 
@@ -97,9 +97,13 @@ class RunsService:
         return [_public_event(e) for e in self.runs.wait(run_id, after_seq, timeout_s)]
 
     def cancel(self, caller: Caller, run_id: str) -> dict:
-        """Ask the run to stop: the orchestrator checks between steps and still answers with what it found."""
+        """Ask the run to stop: the orchestrator checks between steps and still answers with what it
+        found (a run waiting for an approval is restarted so it can)."""
         run = self._own_run(caller, run_id)
         self.runs.request_cancel(run_id)
+        if run.status == RunStatus.WAITING:
+            self.runs.update(run_id, status=RunStatus.QUEUED)
+            self.resume(run_id)
         return {"run_id": run_id, "status": str(run.status), "cancel_requested": True}
 
     # ------------------------------------------------------------------ feedback
@@ -128,6 +132,10 @@ class RunsService:
         if adopted:
             log.warning("adopted %d orphaned run(s): %s", len(adopted), adopted)
         return adopted
+
+    def resume(self, run_id: str) -> bool:
+        """Start a run again on this process (an approval was decided); False when it already runs here."""
+        return self._start(run_id)
 
     def wait_for_runs(self, timeout_s: float) -> None:
         """Tests and shutdown: let the runs this process started finish."""

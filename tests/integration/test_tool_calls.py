@@ -131,12 +131,19 @@ def test_a_crash_after_the_crm_wrote_and_before_the_step_was_recorded_leaves_one
     assert action["status"] == "ok" and action["result"]["external_id"] == "run-1:s2"
 
 
-def test_a_t2_call_waits_for_an_approval_and_the_crm_holds_nothing(crm):
+def test_a_t2_call_parks_the_run_for_an_approval_and_the_crm_holds_nothing(crm):
     runtime, records = crm
-    _, store = drive(runtime, [APPROVAL])
-    [action] = final_of(store)["actions"]
-    assert action["status"] == "failed" and action["error"] == "approval_required"
+    run, store = drive(runtime, [APPROVAL])
+    assert run.status == RunStatus.WAITING and store.orphans() == []  # parked: not adopted, no lease
+    [required] = [e.data for e in store.events("run-1") if e.type == EventType.APPROVAL_REQUIRED]
+    assert not [e for e in store.events("run-1") if e.type == EventType.FINAL]
+    approval = runtime.approval_store.get(required["approval_id"])
+    assert approval.proposed_args == APPROVAL["args"] and approval.approver_group == "deal-desk"
     assert records.count_approvals("northwind") == 0
+    # driven again while still pending, it asks nothing new and stays parked
+    run, _ = drive(runtime, [APPROVAL], store=store, owner="replica-b")
+    assert run.status == RunStatus.WAITING
+    assert len([e for e in store.events("run-1") if e.type == EventType.APPROVAL_REQUIRED]) == 1
 
 
 def test_a_paused_tool_refuses_and_the_others_keep_working(crm):
