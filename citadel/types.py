@@ -24,6 +24,7 @@ class Degradation(StrEnum):
     GENERATOR_SECONDARY = "generator_secondary"  # the primary generator failed; the secondary answered
     GENERATOR_FALLBACK = "generator_fallback"  # both failed; the extractive generator answered
     CACHE_UNAVAILABLE = "cache_unavailable"  # the answer cache failed open
+    MODEL_PAUSED = "model_paused"  # an admin paused the model: the extractive generator answered
 
 
 HEADING_SEPARATOR = " > "  # joins a heading path into a chunk's (and a passage's) `heading`

@@ -206,7 +206,8 @@ class Wiring:
                              AnswerValidator(answer.min_support), self.router,
                              PlantedScreen(answer.screen_cache_chunks), self.memo,
                              QueryVectorMemo(self.embedder, WORD_MEMO_CAPACITY),
-                             PromptAssembler.for_generator(self.generator, self.config.agent))
+                             PromptAssembler.for_generator(self.generator, self.config.agent),
+                             self.pause_switch.is_paused)
 
     # ------------------------------------------------------------------ the agentic path
     @cached_property

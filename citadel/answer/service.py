@@ -33,6 +33,7 @@ from citadel.answer.prompt import PROMPT_VERSION, AssembledPrompt, PromptAssembl
 from citadel.answer.text import content_terms, decompound, spell_out_shorthand
 from citadel.answer.validator import AnswerValidator, ValidatedAnswer, marker_numbers, renumber_markers
 from citadel.catalog.base import Catalog
+from citadel.tools.spec import MODEL_TARGET
 from citadel.config import AgentConfig
 from citadel.guardrails.base import QuestionRouter
 from citadel.guardrails.redaction import loggable_question, withheld_entry
@@ -194,7 +195,7 @@ class AnswerService:
                  expander: SectionExpander | None = None, validator: AnswerValidator | None = None,
                  router: QuestionRouter | None = None, passage_filter: Callable[[Passage], bool] | None = None,
                  query_vectors: QueryVectorMemo | None = None, word_vectors: QueryVectorMemo | None = None,
-                 assembler: PromptAssembler | None = None):
+                 assembler: PromptAssembler | None = None, paused: Callable[[str, str], bool] | None = None):
         """`assembler`: builds the budgeted prompt of a run's synthesis (`compose_from`); by default
         from the generator's own token count and the default allowances."""
         self.retriever = retriever
@@ -212,6 +213,8 @@ class AnswerService:
         self.word_vectors = word_vectors
         self._fallback_generator = ExtractiveGenerator()
         self.assembler = assembler or PromptAssembler.for_generator(generator, AgentConfig())
+        # `paused(tenant, "model")`: an admin's pause switch; a paused model answers with quotes.
+        self.paused = paused
         self._rerank_pool = concurrent.futures.ThreadPoolExecutor(RERANK_WORKERS, thread_name_prefix="rerank")
         self._last_purge: float | None = None
 
@@ -316,7 +319,8 @@ class AnswerService:
             trace.prompt = prompt_report(assembled)
         trace.sources = [s.passage for s in sources]
         with timer.stage("generate"):
-            draft, model_id = self._generate(prompt.task if prompt else query, sources, degraded, assembled)
+            draft, model_id = self._generate(prompt.task if prompt else query, sources, degraded, assembled,
+                                             principal.tenant_id)
         by_number = {s.number: s.passage for s in sources}
         trace.drafted = [by_number[n] for n in dict.fromkeys(marker_numbers(draft)) if n in by_number]
         with timer.stage("validate"):
@@ -424,7 +428,10 @@ class AnswerService:
             return None
 
     def _generate(self, question: str, sources: Sequence[Source], degraded: list[str],
-                  prompt: AssembledPrompt | None = None) -> tuple[str, str]:
+                  prompt: AssembledPrompt | None = None, tenant_id: str | None = None) -> tuple[str, str]:
+        if self.paused is not None and tenant_id is not None and self.paused(tenant_id, MODEL_TARGET):
+            degraded.append(Degradation.MODEL_PAUSED)
+            return self._fallback_generator.generate(question, sources, prompt), self._fallback_generator.model_id
         try:
             # A composite generator (primary, then secondary) names the backend that answered.
             text, model_id, downgrades = self.generator.generate_with_status(question, sources, prompt)

@@ -73,6 +73,16 @@ def _add_runs() -> None:
 
 
 _add_runs()
+
+
+def _add_tools() -> None:
+    from citadel.cli.tools_cmd import approvals_app, tools_app
+
+    app.add_typer(tools_app, name="tools")
+    app.add_typer(approvals_app, name="approvals")
+
+
+_add_tools()
 console = Console(stderr=True)
 
 ConfigOption = typer.Option(None, "--config", help="YAML config file (else CITADEL_CONFIG, then defaults).")

@@ -129,6 +129,10 @@ class PolicyEngine:
     def spec(self, tool_name: str) -> ToolSpec | None:
         return self._specs.get(tool_name)
 
+    def specs(self) -> tuple[ToolSpec, ...]:
+        """Every registered tool's spec, in registry order (bound to a system or not)."""
+        return tuple(self._specs.values())
+
     # ------------------------------------------------------------------ a requester's call
     def decide(self, tool_name: str, args: Mapping[str, Any], principal: Principal,
                permitted: Permitted) -> Decision:

@@ -36,7 +36,7 @@ from serving.http.admission import REQUEST_ID_HEADER, Admission
 from serving.http.errors import error_body
 from serving.http.metrics import require_metrics_credential
 from serving.http.models import (ERRORS, AclRequest, AnswerRequest, DecisionRequest, FaultRequest, FeedbackRequest,
-                                 MessageRequest, RetrieveRequest, RetrieveResponse, UploadRequest)
+                                 MessageRequest, PauseRequest, RetrieveRequest, RetrieveResponse, UploadRequest)
 from serving.http.models import AnswerResponse as AnswerBody
 from serving.services.access import Caller
 from serving.services.compose import Services
@@ -104,6 +104,12 @@ def _error_response(request: Request, code: str, message: str, status: int,
 def _request_ids(request: Request) -> tuple[str, str | None]:
     """The server's id of this request and the client's correlation id, for the query services' logs."""
     return request_id_of(request), getattr(request.state, "correlation_id", None)
+
+
+def _tenant_or_everywhere(tenant_id: Optional[str]) -> Optional[str]:
+    if tenant_id is not None:
+        validate_tenant_id(tenant_id)
+    return tenant_id
 
 
 def _admin(request: Request, services: Services, authorization: Optional[str]) -> ServiceIdentity:
@@ -313,6 +319,28 @@ def _add_admin_routes(app: FastAPI) -> None:
         payload = {"tenant": tenant_id, "document": document_id}
         action = functools.partial(services.admin.withdraw, admin, tenant_id, document_id)
         return await _write(request, f"withdraw:{admin.id}", idempotency_key, payload, action)
+
+    @app.get("/v1/admin/tools", responses=ERRORS)
+    async def list_tools(request: Request, authorization: Optional[str] = Header(None)) -> dict:
+        """What an admin may pause (the registry's tools and `model`) and the pauses in force."""
+        services = _services(request)
+        return await _run(request, services.admin.tools, _admin(request, services, authorization))
+
+    @app.post("/v1/admin/tools/{target}:pause", responses=ERRORS)
+    async def pause_tool(request: Request, target: str, body: PauseRequest,
+                         authorization: Optional[str] = Header(None)) -> dict:
+        """Pause a tool or the model for a tenant or everywhere, without a restart: a paused tool
+        refuses with `tool_paused`; a paused model answers with quotes (`model_paused`)."""
+        services = _services(request)
+        return await _run(request, services.admin.pause, _admin(request, services, authorization), target,
+                          _tenant_or_everywhere(body.tenant_id))
+
+    @app.post("/v1/admin/tools/{target}:resume", responses=ERRORS)
+    async def resume_tool(request: Request, target: str, body: PauseRequest,
+                          authorization: Optional[str] = Header(None)) -> dict:
+        services = _services(request)
+        return await _run(request, services.admin.resume, _admin(request, services, authorization), target,
+                          _tenant_or_everywhere(body.tenant_id))
 
     @app.put("/v1/admin/tenants/{tenant_id}/documents/{document_id}/acl", responses=ERRORS)
     async def set_acl(request: Request, tenant_id: str, document_id: str, body: AclRequest,

@@ -103,6 +103,11 @@ class MessageRequest(_Body):
     content: str = Field(..., description="The user's message; it starts a run.")
 
 
+class PauseRequest(_Body):
+    tenant_id: Optional[str] = Field(None, description="The tenant to pause it for; null: everywhere "
+                                     "(platform admins only).")
+
+
 class DecisionRequest(_Body):
     decision: Literal["approve", "edit_and_approve", "reject"]
     edits: Optional[dict[str, Any]] = Field(None, description="edit_and_approve: the arguments changed "

@@ -15,7 +15,7 @@ import threading
 import time
 import uuid
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterable
 
 from citadel.catalog.base import Catalog
 from citadel.config import CitadelConfig
@@ -24,7 +24,9 @@ from citadel.identity.credentials import ServiceIdentity
 from citadel.ingest.sources import AclSpec, SourceFile, TrustedFields
 from citadel.state import State
 from citadel.state.base import IdempotencyStatus, StateUnavailable
-from serving.services.access import require_tenant
+from citadel.tools.pause import MemoryPauseSwitch, PauseSwitch
+from citadel.tools.spec import MODEL_TARGET
+from serving.services.access import require_platform_admin, require_tenant
 from serving.services.answer_cache import AnswerCacheView
 from serving.services.failures import unavailable
 
@@ -35,8 +37,12 @@ UPLOAD_SUFFIXES = (".md", ".markdown", ".txt", ".pdf")
 
 class AdminService:
     def __init__(self, config: CitadelConfig, catalog: Catalog, state: State, cache: AnswerCacheView,
-                 ingestor_factory: Callable[[], Any]):
+                 ingestor_factory: Callable[[], Any], pauses: PauseSwitch | None = None,
+                 tool_names: Callable[[], Iterable[str]] = tuple):
+        """`pauses`: the pause switch; `tool_names()`: the tools an admin may pause (besides the model)."""
         self.config = config
+        self.pauses = pauses or MemoryPauseSwitch()
+        self._tool_names = lambda: tuple(tool_names())
         self.catalog = catalog
         self.state = state
         self.cache = cache
@@ -142,6 +148,34 @@ class AdminService:
         self.cache.invalidate(tenant_id)
         return {"tenant_id": tenant_id, "document_id": document_id, "groups": sorted(groups),
                 "acl_version": acl_version}
+
+    # ------------------------------------------------------------------ the pause switch
+    def tools(self, admin: ServiceIdentity) -> dict:
+        """The registry's tools (and the model) with the pauses this admin may see."""
+        names = [MODEL_TARGET, *self._tool_names()]
+        pauses = [p for p in self.pauses.paused() if p.tenant_id is None or admin.may_act_for(p.tenant_id)]
+        return {"targets": names, "pauses": [{"target": p.target, "tenant_id": p.tenant_id, "paused_at": p.paused_at}
+                                             for p in pauses]}
+
+    def pause(self, admin: ServiceIdentity, target: str, tenant_id: str | None) -> dict:
+        """Pause a tool or the model for one tenant, or everywhere (platform admins only), at once:
+        every process sees it on its next call (no restart)."""
+        self._pausable(admin, target, tenant_id)
+        self.pauses.pause(tenant_id, target)
+        return {"target": target, "tenant_id": tenant_id, "paused": True}
+
+    def resume(self, admin: ServiceIdentity, target: str, tenant_id: str | None) -> dict:
+        self._pausable(admin, target, tenant_id)
+        self.pauses.resume(tenant_id, target)
+        return {"target": target, "tenant_id": tenant_id, "paused": False}
+
+    def _pausable(self, admin: ServiceIdentity, target: str, tenant_id: str | None) -> None:
+        if tenant_id is None:
+            require_platform_admin(admin)
+        else:
+            require_tenant(admin, tenant_id)
+        if target != MODEL_TARGET and target not in self._tool_names():
+            raise NotFound(f"no tool {target!r}")
 
     def _known_document(self, tenant_id: str, document_id: str) -> None:
         if self.catalog.get_document(tenant_id, document_id) is None:

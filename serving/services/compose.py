@@ -60,7 +60,8 @@ def build_services(config: CitadelConfig, stages: Stages | None = None, clock: C
     wiring = Wiring(config, resilience=resilience, stages=stages, clock=clock, in_replica=in_replica, stage="fused")
     cache = AnswerCacheView(config, wiring.catalog, wiring.state, metrics, resilience.guard("cache"))
     query = QueryService(config, wiring.catalog, wiring.state, wiring.answer_service, wiring.retriever, cache, metrics)
-    admin = AdminService(config, wiring.catalog, wiring.state, cache, wiring.ingestor)
+    admin = AdminService(config, wiring.catalog, wiring.state, cache, wiring.ingestor, wiring.pause_switch,
+                         lambda: (s.name for s in (wiring.tool_policy.specs() if wiring.tool_policy else ())))
     if stages is not None and stages.retriever is not None:
         metrics.watch_retriever(stages.retriever)  # a remote retriever's hedge and retry counts
     if in_replica and config.answer.answer_log_purge_interval_s > 0:  # retention without traffic too
