@@ -502,6 +502,17 @@ class ToolsConfig(_Section):
     timeout_s: float = Field(10.0, gt=0, description="HTTP timeout of one tool call (never past the run's deadline).")
     audit_seed: Optional[int] = Field(None, description="Seed of the T1 audit sampler (None: random).")
     max_response_bytes: int = Field(256 * 1024, ge=1_024, description="Largest tool response read.")
+    honeypot_rate: float = Field(0.01, ge=0.0, le=1.0, description="Share of approval tasks that get a "
+                                 "deliberately wrong twin request, to measure whether reviews are real "
+                                 "(citadel/tools/honeypots.py); 0: none.")
+    honeypot_seed: Optional[int] = Field(None, description="Seed of the honeypot planter (None: random per "
+                                         "process); with a seed the same approvals get the same honeypots.")
+    honeypot_decoy_accounts: list[str] = Field(default_factory=list, description="Account ids a honeypot may "
+                                               "name instead of the real one: customers who fail a policy rule "
+                                               "(e.g. the 2-year tenure of the multi-year discount).")
+    eval_dir: Optional[Path] = Field(None, description="Where each tool's evaluation set is appended "
+                                     "(<eval_dir>/<tool>.jsonl: reviewers' edits and rejections as "
+                                     "proposed/final pairs); None: <home>/tool_eval.")
 
 
 class CitadelConfig(_Section):

@@ -299,11 +299,13 @@ class Wiring:
         environment; unarmed it costs one environment lookup per step."""
         from citadel.agent.orchestrator import Orchestrator
         from citadel.resilience.crash_points import after_step
+        from citadel.tools.honeypots import HoneypotPlanter
 
         options.setdefault("after_step", after_step)
         options.setdefault("memory", self.conversation_memory)
         options.setdefault("approvals", self.approval_store)
         options.setdefault("wall_clock", self.clock or time.time)
+        options.setdefault("honeypots", HoneypotPlanter.from_config(self.config.tools))
         return Orchestrator(run_store, self.answer_service, planner or self.planner, self.agent_tools,
                             self.config.agent, cost_per_1k_tokens=self.config.state.cost_per_1k_tokens, **options)
 

@@ -60,6 +60,7 @@ from citadel.resilience.deadline import Deadline, deadline_scope
 from citadel.state.conversations import ASSISTANT, USER
 from citadel.state.runs import FINISHED, EventType, Run, RunStatus, RunStore
 from citadel.tools.approvals import Approval, ApprovalStatus, ApprovalStore
+from citadel.tools.honeypots import HoneypotPlanter
 from citadel.tracing import emit_span
 from citadel.types import Passage, Principal
 
@@ -132,14 +133,16 @@ class Orchestrator:
                  *, cost_per_1k_tokens: float = 0.0, clock: Clock | None = None,
                  executor: StepExecutor | None = None, after_step: Callable[[str, str], None] | None = None,
                  today: Callable[[], str] | None = None, memory: ConversationMemory | None = None,
-                 approvals: ApprovalStore | None = None, wall_clock: Callable[[], float] = time.time):
+                 approvals: ApprovalStore | None = None, wall_clock: Callable[[], float] = time.time,
+                 honeypots: HoneypotPlanter | None = None):
         """`executor`: runs one step (injectable: a test counts executions or holds steps at a barrier);
         `after_step(run_id, step_id)`: called once a step's result and event are recorded (a test kills
         the driver there); `today`: the ISO date deciding which effective dates are in force;
         `memory`: the run's conversation (its live-checked context goes into the synthesis prompt,
         and the answer is recorded there as the assistant's turn, by whichever driver delivers it);
         `approvals`: where a T2 call's approval waits (without one, such a call fails the step);
-        `wall_clock`: the time approvals escalate and expire by (shared across processes)."""
+        `wall_clock`: the time approvals escalate and expire by (shared across processes);
+        `honeypots`: plants a deliberately wrong approval request now and then, to measure reviews."""
         self.store = store
         self.answers = answer_service
         self.planner = planner
@@ -154,6 +157,7 @@ class Orchestrator:
         self.memory = memory
         self.approvals = approvals
         self.wall_clock = wall_clock
+        self.honeypots = honeypots
 
     # ------------------------------------------------------------------ the drive
     def drive(self, run_id: str, owner: str) -> Run:
@@ -425,6 +429,10 @@ class Orchestrator:
                 outcome["arguments"], spec.approver_group, spec.lead_group,
                 now + spec.escalate_after_s if spec.escalate_after_s else None,
                 now + spec.expire_after_s if spec.expire_after_s else None))
+            if self.honeypots is not None:  # now and then a deliberately wrong request beside it (issue 16, item 6)
+                planted = self.honeypots.maybe_plant(approval, spec)
+                if planted is not None:
+                    self.approvals.request(planted)
             approval_id = self._record(state, f"approval:{step.id}", {"approval_id": approval.approval_id})[
                 "approval_id"]
         approval = self.approvals.get(approval_id)

@@ -1,5 +1,5 @@
-"""The approvals endpoint family (DESIGN.md §10, issue 16 item 4): the pending approvals a reviewer may
-decide, and the decision.
+"""The approvals endpoint family (DESIGN.md §10, issue 16 items 4 and 6): the pending approvals a
+reviewer may decide, the decision, and how well reviews are going.
 
 A reviewer is a verified user like any other; they see and decide only their tenant's approvals whose
 deciding groups (the tool's approver group, plus its lead group once escalated) they belong to — an
@@ -8,23 +8,66 @@ edit goes back through the policy engine (`check_edit`: schema, the approver's l
 requester themselves); a second decision is 409. The decision is recorded with who, when, and the
 proposed and final arguments, the run gets an event, and the run is restarted: the orchestrator calls
 the tool with the final arguments (every check again, now) or records the rejection.
+
+Reviews that mean something (item 6):
+
+- **Honeypots** (citadel/tools/honeypots.py): a deliberately wrong request stored next to a real one,
+  flagged `honeypot` in the store and shown to reviewers like any other (`public` never shows the
+  flag, and shows the synthetic run id without its prefix). Deciding one runs nothing and restarts no
+  run (there is none). Approving it — approve or edit_and_approve — is recorded (APPROVED, on a record
+  flagged honeypot) as a *miss* and the reviewer is told at once; it skips `check_edit`'s schema and
+  limit (the request is wrong on purpose: the question is whether the reviewer notices), but keeps
+  its one rule that is not about the arguments, so a honeypot answers like a real approval would:
+  a requester cannot approve their own request. Rejecting it is a *catch*. Expiry is neither.
+- **Metrics** (serving/services/metrics.py): honeypots caught, missed and expired per team (the
+  approver group); real approvals approved, rejected and expired per tool, and the seconds from
+  request to decision per tool. `review_stats` computes the same from the store: catch rate per team,
+  approval rate and median decision time per tool.
+- **Evaluation set**: every edit (final arguments differ from the proposed) or rejection of a real
+  approval appends one JSON line — tool, tenant_id, approval_id, proposed, final, decision, comment,
+  decided_by, at — to `<eval_dir>/<tool>.jsonl`. One `write` per line under a lock held across
+  threads (a mutex) and processes (`flock`), so concurrent decisions never interleave; every field is
+  bounded by the store (arguments 64,000 JSON characters, a comment 2,000, names 256). A failed write
+  is logged and never undoes or fails the decision already recorded.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from typing import Any
+import fcntl
+import json
+import logging
+import os
+import statistics
+import threading
+from collections.abc import Callable, Iterable, Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from citadel.errors import CitadelError, Forbidden, InvalidRequest, NotFound
 from citadel.state.runs import EventType, RunStatus, RunStore
-from citadel.tools.approvals import Approval, ApprovalStatus, ApprovalStore
+from citadel.tools.approvals import MAX_LIST, Approval, ApprovalStatus, ApprovalStore
+from citadel.tools.honeypots import shown_run_id
 from citadel.tools.policy import Action, PolicyEngine, Reason
+from citadel.tools.spec import TOOL_NAME_PATTERN
 from serving.services.access import Caller
+
+if TYPE_CHECKING:
+    from citadel.config import CitadelConfig
+    from serving.services.metrics import ApiMetrics
+
+log = logging.getLogger(__name__)
 
 DECISIONS = {"approve": ApprovalStatus.APPROVED, "edit_and_approve": ApprovalStatus.APPROVED,
              "reject": ApprovalStatus.REJECTED}
 MAX_COMMENT_CHARS = 2_000
 STATUSES = {s.value: s for s in ApprovalStatus}
+# The evaluation sets' folder under the home when `tools.eval_dir` is not set.
+EVAL_DIR_NAME = "tool_eval"
+MISSED_MESSAGE = ("This was a deliberately wrong test request, planted to check that reviews catch mistakes: "
+                  "{why}. Nothing was run. Your approval is recorded as missed; please reject requests like it.")
+CAUGHT_MESSAGE = ("Well caught: this was a deliberately wrong test request, planted to check that reviews catch "
+                  "mistakes. Nothing was run; your rejection is recorded as caught.")
+GENERIC_WRONG = "it names a customer or values that the tool's policy does not allow"
 
 
 class ApprovalRefused(CitadelError):
@@ -33,14 +76,25 @@ class ApprovalRefused(CitadelError):
     http_status = 403
 
 
+def eval_dir_for(config: CitadelConfig) -> Path:
+    """Where the evaluation sets go: `tools.eval_dir`, else `<home>/tool_eval`."""
+    return config.tools.eval_dir or config.home / EVAL_DIR_NAME
+
+
 class ApprovalsService:
     def __init__(self, approvals: ApprovalStore, runs: RunStore, policy: PolicyEngine | None,
-                 restart: Callable[[str], object]):
-        """`restart(run_id)`: start the decided run again on this process (the runs service's)."""
+                 restart: Callable[[str], object], *, metrics: ApiMetrics | None = None,
+                 eval_dir: str | Path | None = None):
+        """`restart(run_id)`: start the decided run again on this process (the runs service's);
+        `metrics`: the process's (None: none counted); `eval_dir`: where the evaluation sets are
+        appended (`eval_dir_for(config)`; None: none written)."""
         self.approvals = approvals
         self.runs = runs
         self.policy = policy
         self._restart = restart
+        self.metrics = metrics
+        self.eval_dir = None if eval_dir is None else Path(eval_dir)
+        self._eval_lock = threading.Lock()
 
     def list(self, caller: Caller, status: str | None = "pending") -> dict:
         wanted = STATUSES.get(status) if status is not None else None
@@ -60,12 +114,16 @@ class ApprovalsService:
         reviewer = caller.principal
         if not set(reviewer.groups) & set(approval.deciders()):
             raise Forbidden(f"only {' or '.join(approval.deciders())} may decide this approval")
+        if approval.honeypot:
+            return self._decide_honeypot(approval, decision, edits, comment, reviewer)
         final = None
         if decision != "reject":
             final = {**approval.proposed_args, **dict(edits or {})} if decision == "edit_and_approve" \
                 else dict(approval.proposed_args)
             self._check(approval, final, reviewer)
         decided = self.approvals.decide(approval_id, DECISIONS[decision], reviewer.user_id, final, comment)
+        self._count_real(decided)
+        self._record_for_evaluation(decided, decision)
         self.runs.append(approval.run_id, EventType.PROGRESS, {
             "key": f"approval_decided:{approval_id}", "stage": "approval_decided", "approval_id": approval_id,
             "status": str(decided.status), "decided_by": decided.decided_by, "final_args": decided.final_args})
@@ -76,13 +134,21 @@ class ApprovalsService:
     def sweep(self) -> tuple[int, int]:
         """Escalate and expire what is due (a timer calls this): an escalation is an event on the run;
         an expiry counts as a rejection — the run gets the event and is restarted to record it and
-        answer. Silence never approves."""
+        answer. Silence never approves. A honeypot has no run: its escalation only reaches the lead
+        group's list, its expiry is counted (neither caught nor missed)."""
         escalated, expired = self.approvals.sweep()
         for approval in escalated:
+            if approval.honeypot:
+                continue
             self.runs.append(approval.run_id, EventType.PROGRESS, {
                 "key": f"approval_escalated:{approval.approval_id}", "stage": "approval_escalated",
                 "approval_id": approval.approval_id, "deciders": list(approval.deciders())})
         for approval in expired:
+            if approval.honeypot:
+                if self.metrics is not None:
+                    self.metrics.honeypot_decided(approval.approver_group, "expired")
+                continue
+            self._count_real(approval)
             self.runs.append(approval.run_id, EventType.PROGRESS, {
                 "key": f"approval_decided:{approval.approval_id}", "stage": "approval_decided",
                 "approval_id": approval.approval_id, "status": str(approval.status), "decided_by": None,
@@ -90,6 +156,126 @@ class ApprovalsService:
             self.runs.update(approval.run_id, status=RunStatus.QUEUED)
             self._restart(approval.run_id)
         return len(escalated), len(expired)
+
+    # ------------------------------------------------------------------ how reviews are going
+    def review_stats(self, tenant_id: str, groups: Iterable[str] | None = None) -> dict:
+        """The tenant's decided approvals, from the store: per team (approver group) the honeypots
+        caught, missed and expired and the catch rate (caught / (caught + missed)); per tool the real
+        approvals approved (of which edited), rejected and expired, the approval rate (approved over
+        all three: expiry counts as rejected) and the median seconds from request to a person's
+        decision. A rate or median with nothing to compute it from is None.
+
+        `groups`: whose approvals to count (default: the approver and lead groups of every tool the
+        policy engine knows). Bounded by the store's listing: at most MAX_LIST approvals of each
+        status, the oldest first; `truncated` says when a bound was reached (the Prometheus metrics
+        are the running view)."""
+        wanted = sorted(set(groups) if groups is not None else self._review_groups())
+        found: list[Approval] = []
+        truncated = False
+        for status in (ApprovalStatus.APPROVED, ApprovalStatus.REJECTED, ApprovalStatus.EXPIRED):
+            some = self.approvals.list(tenant_id, wanted, status, limit=MAX_LIST) if wanted else []
+            truncated = truncated or len(some) >= MAX_LIST
+            found.extend(some)
+        teams: dict[str, dict[str, Any]] = {}
+        tools: dict[str, dict[str, Any]] = {}
+        times: dict[str, list[float]] = {}
+        for approval in found:
+            if approval.honeypot:
+                team = teams.setdefault(approval.approver_group, {"caught": 0, "missed": 0, "expired": 0})
+                team[_honeypot_outcome(approval.status)] += 1
+                continue
+            tool = tools.setdefault(approval.tool, {"approved": 0, "edited": 0, "rejected": 0, "expired": 0})
+            tool[str(approval.status)] += 1
+            if approval.status is ApprovalStatus.APPROVED and approval.final_args != approval.proposed_args:
+                tool["edited"] += 1
+            if approval.status is not ApprovalStatus.EXPIRED and approval.decided_at is not None:
+                times.setdefault(approval.tool, []).append(max(0.0, approval.decided_at - approval.created_at))
+        for team in teams.values():
+            judged = team["caught"] + team["missed"]
+            team["catch_rate"] = team["caught"] / judged if judged else None
+        for name, tool in tools.items():
+            total = tool["approved"] + tool["rejected"] + tool["expired"]
+            tool["approval_rate"] = tool["approved"] / total if total else None
+            tool["median_decision_s"] = statistics.median(times[name]) if times.get(name) else None
+        return {"tenant_id": tenant_id, "teams": dict(sorted(teams.items())), "tools": dict(sorted(tools.items())),
+                "truncated": truncated}
+
+    def _review_groups(self) -> set[str]:
+        specs = self.policy.specs() if self.policy is not None else ()
+        return {group for spec in specs for group in (spec.approver_group, spec.lead_group) if group}
+
+    # ------------------------------------------------------------------ honeypots
+    def _decide_honeypot(self, approval: Approval, decision: str, edits: Mapping[str, Any] | None, comment: str,
+                         reviewer) -> dict:
+        """Record the decision, run nothing, and tell the reviewer at once."""
+        final = None
+        if decision != "reject":
+            final = {**approval.proposed_args, **dict(edits or {})} if decision == "edit_and_approve" \
+                else dict(approval.proposed_args)
+            if self.policy is not None and reviewer.user_id == approval.requester:
+                # check_edit's one rule that is not about the arguments, as a real approval answers
+                raise ApprovalRefused("a request is approved by someone other than its requester",
+                                      code=str(Reason.NOT_PERMITTED))
+        decided = self.approvals.decide(approval.approval_id, DECISIONS[decision], reviewer.user_id, final, comment)
+        outcome = _honeypot_outcome(decided.status)
+        if self.metrics is not None:
+            self.metrics.honeypot_decided(decided.approver_group, outcome)
+        log.info("honeypot approval %s %s by %s (%s)", decided.approval_id, outcome, decided.decided_by,
+                 decided.approver_group)
+        caught = outcome == "caught"
+        message = CAUGHT_MESSAGE if caught else MISSED_MESSAGE.format(why=self._what_was_wrong(approval))
+        return {**public(decided), "honeypot": True, "caught": caught, "message": message}
+
+    def _what_was_wrong(self, approval: Approval) -> str:
+        """The limits the honeypot broke (a number compared with a limit), else a general reason."""
+        spec = self.policy.spec(approval.tool) if self.policy is not None else None
+        if spec is None:
+            return GENERIC_WRONG
+        args = approval.proposed_args
+        over = [f"{name} {_shown_number(args[name])} is above the limit of {_shown_number(limit)}"
+                for name, limit in sorted(spec.approver_limit.items())
+                if isinstance(args.get(name), (int, float)) and not isinstance(args[name], bool) and args[name] > limit]
+        return "; ".join(over) or GENERIC_WRONG
+
+    # ------------------------------------------------------------------ real approvals
+    def _count_real(self, decided: Approval) -> None:
+        if self.metrics is None:
+            return
+        seconds = None
+        if decided.status is not ApprovalStatus.EXPIRED and decided.decided_at is not None:
+            seconds = decided.decided_at - decided.created_at
+        self.metrics.approval_decided(decided.tool, str(decided.status), seconds)
+
+    def _record_for_evaluation(self, decided: Approval, decision: str) -> None:
+        """Append an edit or a rejection to the tool's evaluation set (see the module docstring)."""
+        if self.eval_dir is None or decided.honeypot:
+            return
+        if decided.status is ApprovalStatus.APPROVED and decided.final_args == decided.proposed_args:
+            return  # approved as proposed: nothing to learn
+        if TOOL_NAME_PATTERN.fullmatch(decided.tool) is None:  # a file name: never a path
+            log.warning("no evaluation line for approval %s: tool name %r", decided.approval_id, decided.tool[:80])
+            return
+        line = json.dumps({"tool": decided.tool, "tenant_id": decided.tenant_id, "approval_id": decided.approval_id,
+                           "proposed": decided.proposed_args, "final": decided.final_args, "decision": decision,
+                           "comment": decided.comment, "decided_by": decided.decided_by, "at": decided.decided_at},
+                          separators=(",", ":"), allow_nan=False) + "\n"
+        try:
+            self._append(self.eval_dir / f"{decided.tool}.jsonl", line.encode("utf-8"))
+        except (OSError, ValueError):
+            log.exception("could not append approval %s to the evaluation set of %s", decided.approval_id,
+                          decided.tool)
+
+    def _append(self, path: Path, data: bytes) -> None:
+        with self._eval_lock:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX)  # other processes appending to the same set
+                view = memoryview(data)
+                while view:
+                    view = view[os.write(fd, view):]
+            finally:
+                os.close(fd)  # releases the flock
 
     def _check(self, approval: Approval, final: dict, reviewer) -> None:
         if self.policy is None:
@@ -109,8 +295,20 @@ class ApprovalsService:
         return approval
 
 
+def _shown_number(value: float) -> str:
+    if isinstance(value, int) and abs(value) >= 10**15:
+        return "a very large number"  # '{:g}' would overflow converting it to float
+    return f"{value:g}"
+
+
+def _honeypot_outcome(status: ApprovalStatus) -> str:
+    return {ApprovalStatus.REJECTED: "caught", ApprovalStatus.APPROVED: "missed"}.get(status, "expired")
+
+
 def public(approval: Approval) -> dict:
-    return {"approval_id": approval.approval_id, "run_id": approval.run_id, "step_id": approval.step_id,
+    """What a reviewer sees of an approval: never the honeypot flag, and a honeypot's run id without
+    its prefix, so a honeypot looks like any other request until it is decided."""
+    return {"approval_id": approval.approval_id, "run_id": shown_run_id(approval), "step_id": approval.step_id,
             "tool": approval.tool, "requester": approval.requester, "proposed_args": approval.proposed_args,
             "final_args": approval.final_args, "status": str(approval.status), "approver_group": approval.approver_group,
             "deciders": list(approval.deciders()), "escalated": approval.escalated, "expire_at": approval.expire_at,

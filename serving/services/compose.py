@@ -26,7 +26,7 @@ from serving.services.answer_cache import AnswerCacheView
 from serving.services.drills import DrillService
 from serving.services.metrics import ApiMetrics
 from serving.services.query import QueryService
-from serving.services.approvals import ApprovalsService
+from serving.services.approvals import ApprovalsService, eval_dir_for
 from serving.services.runs import RunsService
 
 log = logging.getLogger(__name__)
@@ -69,7 +69,8 @@ def build_services(config: CitadelConfig, stages: Stages | None = None, clock: C
 
         AnswerLogPurger(wiring.catalog, config.answer, config.answer.answer_log_purge_interval_s).start()
     runs = _runs_service(config, wiring, metrics, in_replica)
-    approvals = ApprovalsService(wiring.approval_store, wiring.run_store, wiring.tool_policy, runs.resume)
+    approvals = ApprovalsService(wiring.approval_store, wiring.run_store, wiring.tool_policy, runs.resume,
+                                 metrics=metrics, eval_dir=eval_dir_for(config))
     if in_replica:
         _every(config.agent.lease_ttl_s, approvals.sweep)  # escalation and expiry need no traffic
     return Services(config, Access(wiring.authenticator), query, admin, DrillService(config, wiring.catalog), runs,

@@ -42,6 +42,9 @@ class TenantLabels:
 # Stage latencies span a cache hit (~0.1 ms) to a CPU generation (~seconds).
 LATENCY_BUCKETS_S = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
 MS_PER_S = 1000.0
+# A person's approval decision takes seconds (a test, a quick reviewer) to days (expiry is at most 30 days).
+DECISION_BUCKETS_S = (1, 10, 30, 60, 300, 900, 1800, 3600, 7200, 14400, 28800, 86400, 172800, 604800, 2592000)
+HONEYPOT_OUTCOMES = ("caught", "missed", "expired")
 
 
 class ApiMetrics:
@@ -69,6 +72,16 @@ class ApiMetrics:
                                    buckets=(0, 1, 2, 3, 4, 6, 8, 12, 16, 32))
         self.run_latency = Histogram("citadel_run_seconds", "Wall time of a run on this replica, start to final.",
                                      registry=r, buckets=(0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120))
+        # Reviews (issue 16 item 6). `team` is the approval's approver group and `tool` a registered
+        # tool: both from the operator's registry, so bounded.
+        self.honeypots = Counter("citadel_honeypots_total", "Honeypot approvals by approver group (team) and "
+                                 "outcome: caught (rejected), missed (approved), expired.", ["team", "outcome"],
+                                 registry=r)
+        self.approval_decisions = Counter("citadel_approval_decisions_total", "Real approvals decided, by tool and "
+                                          "decision (approved, rejected, expired).", ["tool", "decision"], registry=r)
+        self.approval_decision_time = Histogram("citadel_approval_decision_seconds", "Seconds from an approval's "
+                                                "request to a person's decision, by tool (real approvals).",
+                                                ["tool"], buckets=DECISION_BUCKETS_S, registry=r)
         self._retrievers: list = []
         r.register(_RetrieverCollector(self._retrievers))
 
@@ -94,6 +107,19 @@ class ApiMetrics:
         self.runs.labels(path or "none", status, stop_reason or "none").inc()
         self.run_steps.observe(steps)
         self.run_latency.observe(seconds)
+
+    def honeypot_decided(self, team: str, outcome: str) -> None:
+        """A honeypot caught (rejected), missed (approved) or expired."""
+        if outcome not in HONEYPOT_OUTCOMES:
+            raise ValueError(f"a honeypot outcome is one of {HONEYPOT_OUTCOMES}, got {outcome!r}")
+        self.honeypots.labels(team, outcome).inc()
+
+    def approval_decided(self, tool: str, decision: str, seconds: float | None) -> None:
+        """A real approval approved, rejected or expired; `seconds` from request to decision (None: an
+        expiry, which no person decided)."""
+        self.approval_decisions.labels(tool, decision).inc()
+        if seconds is not None:
+            self.approval_decision_time.labels(tool).observe(max(0.0, seconds))
 
     def observe_stages(self, timings_ms: dict[str, float]) -> None:
         for stage, ms in timings_ms.items():

@@ -54,7 +54,9 @@ def make_home(root: Path, **environ: str) -> Home:
     from citadel.ingest.sources import AclSpec, discover
 
     config = load_config(environ={"CITADEL_HOME": str(root), "CITADEL_EMBEDDING__BACKEND": "hash",
-                                  "CITADEL_SERVING__METRICS_TOKENS_SHA256": f'["{METRICS_TOKEN_SHA256}"]', **environ})
+                                  "CITADEL_SERVING__METRICS_TOKENS_SHA256": f'["{METRICS_TOKEN_SHA256}"]',
+                                  # no deliberately wrong approvals unless a test plants them itself
+                                  "CITADEL_TOOLS__HONEYPOT_RATE": "0", **environ})
     catalog = SQLiteCatalog(config.catalog_path)
     files = [f for f in discover([EXAMPLES / "acme"], trust_front_matter=True) if "travel-policy-v3" not in f.source]
     Ingestor(catalog, make_embedder(config.embedding), config).ingest(

@@ -138,3 +138,205 @@ def test_escalation_reaches_the_lead_group_and_expiry_rejects_without_running_th
     assert crm.count_approvals("northwind") == 0
     stages = [e["data"].get("stage") for e in events_of(client, home, run_id, clock.now) if e["type"] == "progress"]
     assert "approval_escalated" in stages and "approval_decided" in stages
+
+
+# ---------------------------------------------------------------------- reviews that mean something (item 6)
+# Honeypots are planted here straight through the store (the orchestrator's planting is wired
+# elsewhere); the service is built with the process's metrics and the home's evaluation folder.
+import json  # noqa: E402
+
+from citadel.tools.honeypots import HONEYPOT_RUN_PREFIX, HoneypotPlanter  # noqa: E402
+from serving.services.approvals import ApprovalsService, eval_dir_for  # noqa: E402
+
+DISCOUNT_TOOL = "crm.create_discount_approval"
+
+
+@pytest.fixture
+def reviews(deployment):
+    home, client, crm = deployment
+    services = client.app.state.services
+    services.approvals = ApprovalsService(services.wiring.approval_store, services.wiring.run_store,
+                                          services.wiring.tool_policy, services.runs.resume,
+                                          metrics=services.metrics, eval_dir=eval_dir_for(home.config))
+    return home, client, crm, services
+
+
+def real_pending(client, home, run_id: str, now: float | None = None) -> dict:
+    """The run's own pending approval (whatever else a reviewer's list holds)."""
+    listed = client.get("/v1/approvals", headers=home.headers(**DANA, now=now)).json()["approvals"]
+    [mine] = [a for a in listed if a["run_id"] == run_id]
+    return mine
+
+
+def plant(services, approval_id: str, **planter_options) -> str:
+    """A honeypot twin of the stored approval, stored; its id."""
+    store = services.wiring.approval_store
+    original = store.get(approval_id)
+    planter = HoneypotPlanter(1.0, **{"seed": 1, **planter_options})
+    honeypot = planter.maybe_plant(original, services.wiring.tool_policy.spec(original.tool))
+    return store.request(honeypot).approval_id
+
+
+def sample(services, name: str, **labels) -> float:
+    return services.metrics.registry.get_sample_value(name, labels) or 0.0
+
+
+def test_approving_a_honeypot_tells_the_reviewer_at_once_runs_nothing_and_counts_a_miss(reviews):
+    home, client, crm, services = reviews
+    run_id = start_run(client, home)
+    real = real_pending(client, home, run_id)
+    honeypot_id = plant(services, real["approval_id"])
+    events_before = len(events_of(client, home, run_id))
+
+    listed = {a["approval_id"]: a for a in client.get("/v1/approvals", headers=home.headers(**DANA)).json()["approvals"]}
+    shown = listed[honeypot_id]
+    assert set(shown) == set(listed[real["approval_id"]]) and "honeypot" not in shown  # looks like any request
+    assert not shown["run_id"].startswith(HONEYPOT_RUN_PREFIX) and len(shown["run_id"]) == 32
+    assert shown["proposed_args"]["discount_pct"] > 15 and shown["tool"] == DISCOUNT_TOOL
+
+    decide = f"/v1/approvals/{honeypot_id}:decide"
+    assert client.post(decide, headers=home.headers(**SAM), json={"decision": "approve"}).status_code == 403
+    approved = client.post(decide, headers=home.headers(**DANA), json={"decision": "approve", "comment": "ok"})
+    assert approved.status_code == 200, approved.text
+    body = approved.json()
+    assert body["honeypot"] is True and body["caught"] is False and body["status"] == "approved"
+    assert body["message"].startswith("This was a deliberately wrong test request")
+    assert "above the limit of 15" in body["message"] and body["decided_by"] == "dana"
+    assert client.post(decide, headers=home.headers(**DANA), json={"decision": "reject"}).status_code == 409
+
+    services.runs.wait_for_runs(60)
+    assert crm.count_approvals("northwind") == 0  # nothing ran
+    assert client.get(f"/v1/runs/{run_id}", headers=home.headers(**SAM)).json()["status"] == "waiting"
+    assert len(events_of(client, home, run_id)) == events_before  # the real run heard nothing
+    assert real_pending(client, home, run_id)["status"] == "pending"
+    assert services.wiring.approval_store.get(honeypot_id).decided_by == "dana"  # the miss is a record
+
+    # editing a honeypot and approving it is approving it all the same: told at once, nothing runs
+    edited_id = plant(services, real["approval_id"], seed=4)
+    edited = client.post(f"/v1/approvals/{edited_id}:decide", headers=home.headers(**DANA),
+                         json={"decision": "edit_and_approve", "edits": {"discount_pct": 10}})
+    assert edited.status_code == 200, edited.text
+    assert edited.json()["honeypot"] is True and edited.json()["caught"] is False
+    assert edited.json()["final_args"]["discount_pct"] == 10
+    services.runs.wait_for_runs(60)
+    assert crm.count_approvals("northwind") == 0 and len(events_of(client, home, run_id)) == events_before
+
+    assert sample(services, "citadel_honeypots_total", team="deal-desk", outcome="missed") == 2
+    assert sample(services, "citadel_honeypots_total", team="deal-desk", outcome="caught") == 0
+    assert sample(services, "citadel_approval_decisions_total", tool=DISCOUNT_TOOL, decision="approved") == 0
+    stats = services.approvals.review_stats("northwind")
+    assert stats["teams"] == {"deal-desk": {"caught": 0, "missed": 2, "expired": 0, "catch_rate": 0.0}}
+    assert stats["tools"] == {}  # a honeypot is no real approval of the tool
+    assert not eval_dir_for(home.config).exists()  # nor evaluation data
+    metrics_text = client.get("/metrics", headers=home.metrics_headers()).text
+    assert 'citadel_honeypots_total{outcome="missed",team="deal-desk"} 2.0' in metrics_text
+
+
+def test_rejecting_a_honeypot_is_a_catch_and_an_unanswered_one_expires_without_touching_a_run(reviews, clock):
+    home, client, crm, services = reviews
+    run_id = start_run(client, home)
+    real = real_pending(client, home, run_id)
+    decoy_id = plant(services, real["approval_id"], seed=2, decoy_accounts=["globex"], decoy_share=1.0)
+    over_id = plant(services, real["approval_id"], seed=3)
+    assert services.wiring.approval_store.get(decoy_id).proposed_args == \
+        {"account_id": "globex", "discount_pct": 12, "term_months": 24}  # fails the 2-year tenure rule
+
+    rejected = client.post(f"/v1/approvals/{decoy_id}:decide", headers=home.headers(**DANA),
+                           json={"decision": "reject", "comment": "Globex is not two years a customer"})
+    assert rejected.status_code == 200, rejected.text
+    assert rejected.json()["honeypot"] is True and rejected.json()["caught"] is True
+    assert rejected.json()["status"] == "rejected" and "Well caught" in rejected.json()["message"]
+    assert sample(services, "citadel_honeypots_total", team="deal-desk", outcome="caught") == 1
+    assert not list(eval_dir_for(home.config).glob("*.jsonl"))  # honeypots are not evaluation data
+
+    lead = {"tenant": "northwind", "user": "lee", "groups": ("sales-directors",)}
+    clock.now += 3_601  # the real approval and the honeypot left pending escalate together
+    assert services.approvals.sweep() == (2, 0)
+    escalated = client.get("/v1/approvals", headers=home.headers(**lead, now=clock.now)).json()["approvals"]
+    assert {a["approval_id"] for a in escalated} == {real["approval_id"], over_id}
+    clock.now += 86_400  # past expiry: both expire
+    assert services.approvals.sweep() == (0, 2)
+    services.runs.wait_for_runs(60)
+    assert sample(services, "citadel_honeypots_total", team="deal-desk", outcome="expired") == 1
+    assert sample(services, "citadel_approval_decisions_total", tool=DISCOUNT_TOOL, decision="expired") == 1
+    stages = [e["data"].get("stage") for e in events_of(client, home, run_id, clock.now) if e["type"] == "progress"]
+    assert stages.count("approval_decided") == 1 and stages.count("approval_escalated") == 1  # the real one's only
+    stats = services.approvals.review_stats("northwind")
+    assert stats["teams"]["deal-desk"] == {"caught": 1, "missed": 0, "expired": 1, "catch_rate": 1.0}
+    assert stats["tools"][DISCOUNT_TOOL]["expired"] == 1 and stats["tools"][DISCOUNT_TOOL]["approval_rate"] == 0.0
+    assert services.wiring.approval_store.get(over_id).status == "expired"
+    assert crm.count_approvals("northwind") == 0
+
+
+def test_edits_and_rejections_of_real_approvals_go_to_the_tools_evaluation_set(reviews):
+    home, client, crm, services = reviews
+    edited_run, rejected_run, plain_run = (start_run(client, home) for _ in range(3))
+    edited, rejected, plain = (real_pending(client, home, r) for r in (edited_run, rejected_run, plain_run))
+    assert client.post(f"/v1/approvals/{edited['approval_id']}:decide", headers=home.headers(**DANA),
+                       json={"decision": "edit_and_approve", "edits": {"term_months": 36},
+                             "comment": "3 years"}).status_code == 200
+    assert client.post(f"/v1/approvals/{rejected['approval_id']}:decide", headers=home.headers(**DANA),
+                       json={"decision": "reject", "comment": "not this quarter"}).status_code == 200
+    assert client.post(f"/v1/approvals/{plain['approval_id']}:decide", headers=home.headers(**DANA),
+                       json={"decision": "approve"}).status_code == 200  # as proposed: nothing to learn
+    services.runs.wait_for_runs(60)
+
+    files = list(eval_dir_for(home.config).iterdir())
+    assert [f.name for f in files] == [f"{DISCOUNT_TOOL}.jsonl"]
+    lines = [json.loads(line) for line in files[0].read_text().splitlines()]
+    assert [line["approval_id"] for line in lines] == [edited["approval_id"], rejected["approval_id"]]
+    first, second = lines
+    assert first["proposed"] == PROPOSAL["args"] and first["final"] == {**PROPOSAL["args"], "term_months": 36}
+    assert (first["decision"], first["comment"], first["decided_by"], first["tool"]) == \
+        ("edit_and_approve", "3 years", "dana", DISCOUNT_TOOL)
+    assert second["proposed"] == PROPOSAL["args"] and second["final"] is None
+    assert (second["decision"], second["comment"]) == ("reject", "not this quarter")
+    assert all(isinstance(line["at"], float) and line["tenant_id"] == "northwind" for line in lines)
+
+
+def test_review_stats_give_the_approval_rate_and_median_decision_time_per_tool(reviews, clock):
+    home, client, crm, services = reviews
+    runs = [start_run(client, home) for _ in range(3)]
+    pending = [real_pending(client, home, r)["approval_id"] for r in runs]
+    for approval_id, wait_s, decision in zip(pending, (10, 20, 50), ("approve", "reject", "approve")):
+        clock.now += wait_s
+        answered = client.post(f"/v1/approvals/{approval_id}:decide", headers=home.headers(**DANA, now=clock.now),
+                               json={"decision": decision})
+        assert answered.status_code == 200, answered.text
+    services.runs.wait_for_runs(60)
+
+    stats = services.approvals.review_stats("northwind")
+    tool = stats["tools"][DISCOUNT_TOOL]
+    assert (tool["approved"], tool["rejected"], tool["expired"], tool["edited"]) == (2, 1, 0, 0)
+    assert tool["approval_rate"] == pytest.approx(2 / 3)
+    # each approval waited from the run's request: 10 s, 10 + 20 s, 10 + 20 + 50 s
+    assert tool["median_decision_s"] == pytest.approx(30, abs=1)
+    assert stats["teams"] == {} and stats["truncated"] is False
+    assert sample(services, "citadel_approval_decisions_total", tool=DISCOUNT_TOOL, decision="approved") == 2
+    assert sample(services, "citadel_approval_decisions_total", tool=DISCOUNT_TOOL, decision="rejected") == 1
+    assert sample(services, "citadel_approval_decision_seconds_count", tool=DISCOUNT_TOOL) == 3
+    assert sample(services, "citadel_approval_decision_seconds_sum", tool=DISCOUNT_TOOL) == pytest.approx(120, abs=3)
+    assert services.approvals.review_stats("acme") == {"tenant_id": "acme", "teams": {}, "tools": {},
+                                                       "truncated": False}
+
+
+def test_concurrent_decisions_append_whole_lines_to_the_evaluation_set(tmp_path):
+    """Eight threads reject 160 approvals with large arguments at once: every line is whole JSON."""
+    import concurrent.futures
+    from types import SimpleNamespace
+
+    from citadel.tools.approvals import Approval, MemoryApprovalStore
+    from citadel.types import Principal
+
+    store = MemoryApprovalStore(time.time)
+    runs = SimpleNamespace(append=lambda *a, **k: None, update=lambda *a, **k: None)
+    service = ApprovalsService(store, runs, None, lambda run_id: None, eval_dir=tmp_path / "eval")
+    big = {"account_id": "acme", "discount_pct": 12, "term_months": 24, "note": "x" * 50_000}
+    ids = [store.request(Approval("", "northwind", f"run-{i}", "s1", DISCOUNT_TOOL, "sam", big, "deal-desk")).approval_id
+           for i in range(160)]
+    dana = SimpleNamespace(principal=Principal("northwind", "dana", frozenset({"deal-desk"})))
+    with concurrent.futures.ThreadPoolExecutor(8) as pool:
+        list(pool.map(lambda approval_id: service.decide(dana, approval_id, "reject", None, "no"), ids))
+    lines = (tmp_path / "eval" / f"{DISCOUNT_TOOL}.jsonl").read_text().splitlines()
+    assert sorted(json.loads(line)["approval_id"] for line in lines) == sorted(ids)
+    assert all(json.loads(line)["proposed"] == big for line in lines)

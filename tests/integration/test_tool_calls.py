@@ -70,7 +70,7 @@ class DiesOnceAfterTheCall:
 def crm(tmp_path):
     config = load_config(environ={"CITADEL_HOME": str(tmp_path / "home"), "CITADEL_EMBEDDING__BACKEND": "hash",
                                   "CITADEL_TOOLS__REGISTRY_FILE": str(REPO / "examples" / "crm" / "tools.yaml"),
-                                  "CITADEL_TOOLS__AUDIT_SEED": "7"})
+                                  "CITADEL_TOOLS__AUDIT_SEED": "7", "CITADEL_TOOLS__HONEYPOT_RATE": "0"})
     tool_caller(config, [ALL_TENANTS])  # the tools' credential exists before the CRM reads the home
     server = start_crm(Path(config.home))
     config.tools.endpoints = {"crm": server.url}
@@ -202,3 +202,16 @@ def test_a_document_cannot_call_a_tool(crm, tmp_path):
     [action] = final_of(store)["actions"]
     assert (action["status"], action["error"]) == ("failed", "outside_limits")
     assert records.count_approvals("northwind") == 0 and runtime.approval_store.for_step("run-1", "s1") is None
+
+
+def test_an_approval_request_now_and_then_comes_with_a_honeypot_beside_it(crm):
+    runtime, records = crm
+    runtime.config.tools.honeypot_rate = 1.0  # every time, for the test; about 1 in 100 by default
+    run, _ = drive(runtime, [APPROVAL])
+    pending = runtime.approval_store.list("northwind", ["deal-desk"])
+    assert run.status == RunStatus.WAITING and len(pending) == 2
+    [real] = [a for a in pending if not a.honeypot]
+    [decoy] = [a for a in pending if a.honeypot]
+    assert real.run_id == "run-1" and decoy.run_id != "run-1"
+    assert decoy.proposed_args["discount_pct"] > 15 >= real.proposed_args["discount_pct"]  # over the limit
+    assert records.count_approvals("northwind") == 0
