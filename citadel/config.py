@@ -496,6 +496,8 @@ class ToolsConfig(_Section):
                                           "None: the agentic path has only `search`.")
     endpoints: dict[str, str] = Field(default_factory=dict, description="Base URL of each system a tool's `http` "
                                       "binding names (e.g. crm: http://127.0.0.1:8300).")
+    example_crm: bool = Field(False, description="`citadel up` starts the example CRM (examples/crm) on loopback "
+                              "and points `endpoints.crm` at it; `citadel down` stops it.")
     service_id: str = Field("citadel-tools", description="The credential tools call as; each call carries a "
                             "short-lived user context signed with this service's key for the run's user.")
     user_context_ttl_s: int = Field(120, ge=10, le=900, description="Lifetime of the context minted per call.")

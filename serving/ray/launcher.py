@@ -114,6 +114,8 @@ def up(config: CitadelConfig, timeout_s: float = 180.0) -> str:
     config = config.model_copy(deep=True)
     config.home = Path(config.home).resolve()
     ensure_local_identity(config)
+    if config.tools.example_crm:
+        config.tools.endpoints = {**config.tools.endpoints, "crm": _start_example_crm(config)}
     files.config.write_text(config.model_dump_json())
     files.ready.unlink(missing_ok=True)
     with open(files.log, "ab") as log:
@@ -134,8 +136,24 @@ def up(config: CitadelConfig, timeout_s: float = 180.0) -> str:
     return url
 
 
+def _start_example_crm(config: CitadelConfig) -> str:
+    """The example CRM the tools reach (examples/crm), on loopback, for this home; its URL. The tools'
+    credential is made first: the CRM reads the home's credentials when it starts."""
+    from citadel.identity.credentials import ALL_TENANTS
+    from citadel.tools.caller import tool_caller
+    from examples.crm.launcher import start_crm
+
+    tool_caller(config, [ALL_TENANTS])
+    return start_crm(Path(config.home)).url
+
+
 def down(config: CitadelConfig, timeout_s: float = STOP_TIMEOUT_S) -> bool:
-    """Stop the cluster `up` started (only that one). Returns False when none was running."""
+    """Stop the cluster `up` started (only that one), and the example CRM if it started one. Returns
+    False when no cluster was running."""
+    if config.tools.example_crm:
+        from examples.crm.launcher import stop_crm
+
+        stop_crm(Path(config.home).resolve())
     files = RunFiles.of(config)
     pid = running_pid(files)
     if pid is None:

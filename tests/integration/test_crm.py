@@ -232,3 +232,20 @@ def test_the_launcher_starts_a_loopback_process_and_stops_exactly_it(home):
     assert not psutil.pid_exists(server.pid)
     assert not (home.config.home / "run" / "crm.pid").exists() and not (home.config.home / "run" / "crm.url").exists()
     assert stop_crm(home.config.home) is False  # nothing left to stop
+
+
+def test_citadel_up_starts_the_example_crm_when_configured_and_down_stops_it(tmp_path):
+    """`tools.example_crm`: the launcher starts the CRM on loopback (its URL becomes `endpoints.crm`) and
+    `citadel down` stops it, even with no cluster running; nothing is left behind."""
+    import httpx
+    import psutil
+
+    from citadel.config import load_config
+    from serving.ray.launcher import _start_example_crm, down
+
+    config = load_config(environ={"CITADEL_HOME": str(tmp_path / "home"), "CITADEL_TOOLS__EXAMPLE_CRM": "true"})
+    url = _start_example_crm(config)
+    assert url.startswith("http://127.0.0.1:") and httpx.get(f"{url}/healthz").status_code == 200
+    pid = int((tmp_path / "home" / "run" / "crm.pid").read_text())
+    assert down(config) is False  # no cluster was running; the CRM is stopped all the same
+    assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
