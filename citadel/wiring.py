@@ -11,9 +11,8 @@ implements the same Protocol, and is used instead of the local one (the split to
 
 from __future__ import annotations
 
-import time
-
 import os
+import time
 from dataclasses import dataclass
 from functools import cached_property
 from typing import Any, Callable
@@ -260,8 +259,6 @@ class Wiring:
         bound = [HttpTool(spec, tools.endpoints[spec.http.endpoint], caller, tools.timeout_s, tools.max_response_bytes)
                  for spec in specs.values() if spec.http is not None and spec.http.endpoint in tools.endpoints]
         policy = PolicyEngine(specs, self.pause_switch.is_paused, AuditSampler(tools.audit_seed))
-        # The live permission check is the target system's: it verifies the user's context and
-        # applies the user's own rights on every call; the engine checks the tool's write groups.
         return ToolRegistry([search, *bound], policy)
 
     @cached_property

@@ -23,7 +23,7 @@ from dataclasses import asdict, dataclass, fields
 from typing import Any
 
 from citadel.agent.budget import TokenMeter
-from citadel.agent.criteria import CriterionCheck
+from citadel.agent.criteria import CriterionCheck, open_checks
 from citadel.agent.plan import MAX_DETAIL_CHARS
 from citadel.answer.conflicts import EFFECTIVE_DATES, SUPERSEDES, Conflict, detect_conflicts
 from citadel.answer.expand import Source
@@ -78,6 +78,14 @@ class EvidenceSet:
     checks: tuple[CriterionCheck, ...] = ()  # a rule's criteria to settle for the case (criteria.py)
     searched: tuple[str, ...] = ()  # the search queries the run already made
     acted: tuple[str, ...] = ()  # the asks of steps whose tool acted successfully: done, not to be found
+
+    def uncovered(self, parts: Sequence[str], min_coverage: float = DEFAULT_MIN_COVERAGE) -> list[str]:
+        """The checklist parts no passage covers, less those a tool step already did."""
+        return [p for p in uncovered_parts(parts, self.passages, self.idf, min_coverage) if p not in self.acted]
+
+    def unsettled(self) -> list[CriterionCheck]:
+        """The criteria checks no passage settles yet."""
+        return open_checks(self.checks, self.passages, self.idf or UNIFORM_IDF)
 
 
 # ---------------------------------------------------------------------- coverage

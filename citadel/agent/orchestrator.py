@@ -41,11 +41,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from citadel.agent.budget import RunBudget, TokenMeter
-from citadel.agent.criteria import case_object, criteria_checks, open_checks
+from citadel.agent.criteria import case_object, criteria_checks
 from citadel.agent.memory import ConversationContext, ConversationMemory, source_refs
 from citadel.agent.evidence import (UNIFORM_IDF, EvidenceSet, distinct_parts, passage_from_record, passage_record,
                                     on_topic, passage_tokens, predecessor_ids, resolution_note, resolved_conflicts,
-                                    skip_reflection, superseded_documents, uncovered_parts)
+                                    skip_reflection, superseded_documents)
 from citadel.agent.plan import MAX_PLAN_STEPS, Plan, PlanInvalid, Reflection, Step, check_steps
 from citadel.agent.planner import SEARCH, PlanContext, Planner, RulesPlanner
 from citadel.agent.tools import ApprovalRequired, StepContext, StepExecutor, ToolRegistry, ToolStepExecutor
@@ -435,7 +435,8 @@ class Orchestrator:
                     self.approvals.request(planted)
             approval_id = self._record(state, f"approval:{step.id}", {"approval_id": approval.approval_id})[
                 "approval_id"]
-        approval = self.approvals.get(approval_id)
+        else:
+            approval = self.approvals.get(approval_id)
         self._emit(state, EventType.APPROVAL_REQUIRED, f"approval:{approval_id}", {
             "approval_id": approval_id, "step_id": step.id, "tool": approval.tool, "arguments": approval.proposed_args,
             "approver_group": approval.approver_group, "expire_at": approval.expire_at})
@@ -479,8 +480,8 @@ class Orchestrator:
         evidence = self._evidence(state)
         plan = state.plans[-1]
         spent = state.meter.spent
-        if (skip_reflection(state.run.question, plan.done_when, evidence.passages, evidence.idf)
-                and not open_checks(evidence.checks, evidence.passages, evidence.idf or UNIFORM_IDF)):
+        if skip_reflection(state.run.question, plan.done_when, evidence.passages, evidence.idf) \
+                and not evidence.unsettled():
             reflection, skipped, fallback = Reflection(sufficient=True, next=FINISH), True, None
         else:
             skipped, fallback = False, None
@@ -537,9 +538,9 @@ class Orchestrator:
         idf = term_idf(partition) if partition is not None else None
         searched = tuple(str(s.args.get("query", s.ask)) for s, _ in state.step_records() if s.tool == SEARCH)
         acted = tuple(s.ask for s, r in state.step_records() if s.tool != SEARCH and r.get("status") == "ok")
+        checks = tuple(criteria_checks(state.run.question, passages, self._earlier_questions(state)))
         return EvidenceSet(tuple(passages), records, idf, tuple(s.ask for s in state.pending()) if pending else (),
-                           state.meter, self.today(), tuple(criteria_checks(state.run.question, passages, self._earlier_questions(state))),
-                           searched, acted)
+                           state.meter, self.today(), checks, searched, acted)
 
     # ------------------------------------------------------------------ synthesis and delivery
     def _synthesize(self, state: RunState, stop: str | None) -> None:
@@ -622,9 +623,7 @@ class Orchestrator:
         unanswered = [s.ask for s, r in state.step_records() if r.get("status") != "ok"]
         unanswered += [s.ask for s in state.pending()]
         parts = list(dict.fromkeys(checklist + unanswered))
-        unsettled = [c.ask for c in open_checks(evidence.checks, evidence.passages, evidence.idf or UNIFORM_IDF)]
-        uncovered = [p for p in uncovered_parts(parts, evidence.passages, evidence.idf) if p not in evidence.acted]
-        return distinct_parts(uncovered) + unsettled
+        return distinct_parts(evidence.uncovered(parts)) + [c.ask for c in evidence.unsettled()]
 
     def _cancelled_answer(self, state: RunState, missing: list[str]) -> dict[str, Any]:
         return self._record(state, "answer", {"answer": "", "refused": True, "reason": CANCELLED, "citations": [],

@@ -26,9 +26,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from citadel import regex
 from citadel.agent.budget import TokenMeter
-from citadel.agent.criteria import open_checks
-from citadel.agent.evidence import (DEFAULT_MIN_COVERAGE, UNIFORM_IDF, EvidenceSet, missing_words, on_topic,
-                                    resolved_conflicts, uncovered_parts)
+from citadel.agent.evidence import DEFAULT_MIN_COVERAGE, EvidenceSet, missing_words, on_topic, resolved_conflicts
 from citadel.agent.plan import (MAX_ASK_CHARS, MAX_CHECK_CHARS, MAX_CONFLICTS, MAX_GAPS, MAX_PLAN_STEPS,
                                 MAX_REPLY_CHARS, Plan, PlanInvalid, Reflection, parse_plan, parse_reflection)
 from citadel.answer.prompt import escape_fences
@@ -207,9 +205,8 @@ class RulesPlanner:
         then the whole part); else finish with what is missing. A query already made is never
         proposed again, so the rules cannot trip the repeated-call stop."""
         parts = list(plan.done_when) or [question]
-        uncovered = [p for p in uncovered_parts(parts, evidence.passages, evidence.idf, self.min_coverage)
-                     if p not in evidence.acted]
-        unsettled = [c.ask for c in open_checks(evidence.checks, evidence.passages, evidence.idf or UNIFORM_IDF)]
+        uncovered = evidence.uncovered(parts, self.min_coverage)
+        unsettled = [c.ask for c in evidence.unsettled()]
         gaps = (uncovered + unsettled)[:MAX_GAPS]
         relevant = on_topic(parts, evidence.passages, evidence.idf, self.min_coverage)
         conflicts = resolved_conflicts(relevant, evidence.records, evidence.today)[:MAX_CONFLICTS]

@@ -14,7 +14,7 @@ repeated after a crash would present the same key to a system that deduplicates.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -29,11 +29,6 @@ from citadel.types import Principal
 SEARCH = "search"
 DEFAULT_SEARCH_TOP_K = 8
 MAX_SEARCH_TOP_K = 20
-
-
-# The tiers of citadel/tools/spec.py: T0 read, T1 reversible write (runs at once, a sample audited
-# later), T2 money or hard to undo (a person approves).
-ToolTier = RiskTier
 
 
 class ToolRefused(CitadelError):
@@ -71,7 +66,7 @@ class InvalidToolArgs(InvalidRequest):
 
 class Tool(Protocol):
     name: str
-    tier: ToolTier
+    tier: RiskTier  # T0 read, T1 reversible write, T2 money or hard to undo (citadel/tools/spec.py)
 
     def arguments(self, ask: str, args: Mapping[str, Any]) -> dict[str, Any]:
         """The call's effective arguments (defaults filled in from the step's `ask`), checked:
@@ -85,7 +80,7 @@ class SearchTool:
     """Retrieve passages for the principal (ACL-scoped, live-checked): the agentic path's one read."""
 
     name = SEARCH
-    tier = ToolTier.T0
+    tier = RiskTier.T0
 
     def __init__(self, retriever: PassageRetriever, top_k: int = DEFAULT_SEARCH_TOP_K):
         self.retriever = retriever
@@ -109,7 +104,10 @@ class SearchTool:
         return {"passages": [passage_record(p) for p in result.passages], "degraded": list(result.degraded)}
 
 
-Permitted = Callable[[Principal, ToolSpec], bool]
+def target_checks_permission(principal: Principal, spec: ToolSpec) -> bool:
+    """The live permission check of a tool call is its target system's: it verifies the user's context
+    and applies the user's own rights on every call (the policy engine checks the tool's write groups)."""
+    return True
 
 
 class StepTools:
@@ -117,11 +115,9 @@ class StepTools:
     called only when the engine says so, immediately before the call (schema, pause, permission,
     limits, tier), and its response is checked against the spec afterwards."""
 
-    def __init__(self, tools: Mapping[str, Tool], allowed: Iterable[str], policy: PolicyEngine | None = None,
-                 permitted: Permitted | None = None):
+    def __init__(self, tools: Mapping[str, Tool], allowed: Iterable[str], policy: PolicyEngine | None = None):
         self._tools = {name: tools[name] for name in allowed if name in tools}
         self._policy = policy
-        self._permitted = permitted or (lambda principal, spec: True)
 
     @property
     def names(self) -> tuple[str, ...]:
@@ -139,9 +135,9 @@ class StepTools:
         if spec is None:
             return tool.run(principal, arguments, request_id)
         if approved is not None:
-            decision = self._policy.recheck_approved(name, arguments, principal, self._permitted)
+            decision = self._policy.recheck_approved(name, arguments, principal, target_checks_permission)
         else:
-            decision = self._policy.decide(name, arguments, principal, self._permitted)
+            decision = self._policy.decide(name, arguments, principal, target_checks_permission)
         if decision.action == Action.REFUSE:
             raise ToolRefused(decision)
         if decision.action == Action.NEEDS_APPROVAL:
@@ -156,10 +152,9 @@ class StepTools:
 class ToolRegistry:
     """The tools of this process, by name, and the policy engine over those with a spec."""
 
-    def __init__(self, tools: Iterable[Tool], policy: PolicyEngine | None = None, permitted: Permitted | None = None):
+    def __init__(self, tools: Iterable[Tool], policy: PolicyEngine | None = None):
         self._tools = {tool.name: tool for tool in tools}
         self._policy = policy
-        self._permitted = permitted
 
     def names(self) -> tuple[str, ...]:
         return tuple(self._tools)
@@ -189,7 +184,7 @@ class ToolRegistry:
         return json.dumps([step.tool, arguments], sort_keys=True)
 
     def for_step(self, step: Step) -> StepTools:
-        return StepTools(self._tools, [step.tool], self._policy, self._permitted)
+        return StepTools(self._tools, [step.tool], self._policy)
 
 
 # ---------------------------------------------------------------------- executing a step

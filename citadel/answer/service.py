@@ -430,16 +430,20 @@ class AnswerService:
     def _generate(self, question: str, sources: Sequence[Source], degraded: list[str],
                   prompt: AssembledPrompt | None = None, tenant_id: str | None = None) -> tuple[str, str]:
         if self.paused is not None and tenant_id is not None and self.paused(tenant_id, MODEL_TARGET):
-            degraded.append(Degradation.MODEL_PAUSED)
-            return self._fallback_generator.generate(question, sources, prompt), self._fallback_generator.model_id
+            return self._quoted(question, sources, prompt, degraded, Degradation.MODEL_PAUSED)
         try:
             # A composite generator (primary, then secondary) names the backend that answered.
             text, model_id, downgrades = self.generator.generate_with_status(question, sources, prompt)
         except Exception:  # any backend failure: the deterministic quotes still answer, visibly
-            degraded.append(Degradation.GENERATOR_FALLBACK)
-            return self._fallback_generator.generate(question, sources, prompt), self._fallback_generator.model_id
+            return self._quoted(question, sources, prompt, degraded, Degradation.GENERATOR_FALLBACK)
         degraded.extend(downgrades)
         return text, model_id
+
+    def _quoted(self, question: str, sources: Sequence[Source], prompt: AssembledPrompt | None, degraded: list[str],
+                why: Degradation) -> tuple[str, str]:
+        """The extractive generator's quotes instead of the model's answer, and the reason, visibly."""
+        degraded.append(why)
+        return self._fallback_generator.generate(question, sources, prompt), self._fallback_generator.model_id
 
     def _topical_conflicts(self, question: str, sources: Sequence[Source], partition: Partition | None,
                            tenant_id: str) -> list[Conflict]:

@@ -74,9 +74,15 @@ def _known(wiring: Wiring, target: str) -> Wiring:
 def _service(wiring: Wiring):
     from serving.services.approvals import ApprovalsService
 
+    from citadel.state.runs import RunStatus
+
     owner = f"cli-{uuid.uuid4().hex[:8]}"
-    return ApprovalsService(wiring.approval_store, wiring.run_store, wiring.tool_policy,
-                            lambda run_id: wiring.orchestrator.drive(run_id, owner))
+
+    def resume_here(run_id: str) -> None:  # the runs service's `resume`, driven to its end in this process
+        wiring.run_store.update(run_id, status=RunStatus.QUEUED)
+        wiring.orchestrator.drive(run_id, owner)
+
+    return ApprovalsService(wiring.approval_store, wiring.run_store, wiring.tool_policy, resume_here)
 
 
 def _reviewer(tenant: str, user: str, groups: str):

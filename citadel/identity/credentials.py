@@ -122,6 +122,20 @@ def add_credential(path: Path, service_id: str, tenants: Sequence[str], admin: b
     return token
 
 
+def kept_token(path: Path, token_file: Path, service_id: str, tenants: Sequence[str], admin: bool = False) -> str:
+    """The plaintext token of a credential this deployment keeps for itself in `token_file` (a secret
+    file, mode 0600): the kept one while `service_id` still has a usable credential for exactly
+    `tenants` (not revoked, no expiry), else a new credential whose token replaces the file's."""
+    wanted = sorted(tenants)
+    usable = any(c.id == service_id and sorted(c.tenants) == wanted and c.revoked_at is None and c.expires_at is None
+                 for c in read_credentials_file(path))
+    if usable and token_file.exists():
+        return token_file.read_text().strip()
+    token = add_credential(path, service_id, tenants, admin=admin)
+    replace_secret_file(token_file, token)
+    return token
+
+
 def revoke_credentials(path: Path, service_id: str | None = None, fingerprint_prefix: str | None = None,
                        now: float | None = None) -> list[ServiceCredential]:
     """Mark the matching credentials of the file revoked (kept as a record) and return them.

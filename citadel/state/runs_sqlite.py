@@ -26,7 +26,6 @@ from typing import Any, Iterator, Sequence
 
 from citadel.state.base import StateUnavailable
 from citadel.state.runs import (
-    FINISHED,
     MAX_EVENTS_PER_READ,
     NOT_ADOPTABLE,
     Clock,
@@ -51,8 +50,10 @@ MAX_RECORD_CHARS = 1_000_000
 # The longest lease one call may take: a replica renews well before it runs out.
 MAX_LEASE_S = 86_400.0
 
-# Unfinished means "not in FINISHED": the same text in the partial index and in the query, so SQLite
-# can answer `orphans` from the index without scanning finished runs.
+# Adoptable means "not in NOT_ADOPTABLE" (neither finished nor waiting for an approval): the same text in
+# the partial index and in the query, so SQLite can answer `orphans` from the index without scanning
+# finished runs. (A file made before WAITING existed keeps its older index, which this query no longer
+# matches: still correct, it scans.)
 _UNFINISHED_SQL = "status NOT IN ({})".format(", ".join(f"'{s.value}'" for s in sorted(NOT_ADOPTABLE)))
 
 _RUN_SCHEMA = (

@@ -8,23 +8,20 @@ with — with that service's key. The target system verifies it like any caller'
 the user's permissions: it never sees a credential that can act for anyone.
 
 The credential is created on first use; its plaintext token is kept in the home's secrets directory
-(mode 0600), as the local launcher keeps the local app's.
+(`kept_token`, as the local launcher keeps the local app's).
 """
 
 from __future__ import annotations
 
-import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
 from citadel.config import CitadelConfig
 from citadel.identity.context import sign_user_context
-from citadel.identity.credentials import add_credential, read_credentials_file
+from citadel.identity.credentials import kept_token
 from citadel.identity.keys import ServiceKey, current_service_key
 from citadel.types import Principal
-
-SECRET_MODE = 0o600
 
 
 @dataclass(frozen=True)
@@ -49,18 +46,6 @@ def tool_caller(config: CitadelConfig, tenants: list[str]) -> ToolCaller:
     """The tools' caller identity: its signing key and a credential for `tenants`, made on first use."""
     tools = config.tools
     key = current_service_key(config.service_keys_path, tools.service_id, create=True)
-    return ToolCaller(tools.service_id, _token(config, tenants), key, config.identity.audience,
-                      tools.user_context_ttl_s)
-
-
-def _token(config: CitadelConfig, tenants: list[str]) -> str:
-    path = Path(config.secrets_dir) / f"{config.tools.service_id}.token"
-    known = {c.id for c in read_credentials_file(config.credentials_path)}
-    if path.exists() and config.tools.service_id in known:
-        return path.read_text().strip()
-    token = add_credential(config.credentials_path, config.tools.service_id, tenants)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, SECRET_MODE)
-    with os.fdopen(descriptor, "w") as handle:
-        handle.write(token)
-    return token
+    token_file = Path(config.secrets_dir) / f"{tools.service_id}.token"
+    token = kept_token(config.credentials_path, token_file, tools.service_id, tenants)
+    return ToolCaller(tools.service_id, token, key, config.identity.audience, tools.user_context_ttl_s)

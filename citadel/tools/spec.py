@@ -43,7 +43,7 @@ DEFAULT_AUDIT_SHARE = 0.05
 
 
 class RiskTier(StrEnum):
-    """The values of citadel.agent.tools.ToolTier, which will become an alias of this."""
+    """How much a call can do, and so what it takes to run (every tool, `search` included, has one)."""
 
     T0 = "T0"  # read
     T1 = "T1"  # reversible write: runs at once, a share audited later

@@ -23,14 +23,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from citadel.config import CitadelConfig
-from citadel.identity.credentials import ALL_TENANTS, add_credential, read_credentials_file
+from citadel.identity.credentials import ALL_TENANTS, kept_token
 from citadel.identity.keys import current_service_key
 
 LOCAL_APP_SERVICE = "local-app"
 LOCAL_ADMIN_SERVICE = "local-admin"
 STOP_TIMEOUT_S = 60.0
 POLL_S = 0.25
-SECRET_MODE = 0o600
 
 
 class LauncherError(RuntimeError):
@@ -70,17 +69,10 @@ def ensure_local_identity(config: CitadelConfig) -> dict[str, Path]:
     """The local app's signing key, and a local app and admin credential whose tokens are kept in
     files. A credential from before tenant scopes (acting for no tenant) is re-issued."""
     current_service_key(config.service_keys_path, LOCAL_APP_SERVICE, create=True)
-    usable = {c.id for c in read_credentials_file(config.credentials_path)
-              if c.tenants == [ALL_TENANTS] and c.revoked_at is None and c.expires_at is None}
     paths = {}
     for service, admin in ((LOCAL_APP_SERVICE, False), (LOCAL_ADMIN_SERVICE, True)):
-        path = token_path(config, service)
-        if service not in usable or not path.exists():
-            token = add_credential(config.credentials_path, service, [ALL_TENANTS], admin=admin)
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, SECRET_MODE)
-            with os.fdopen(fd, "w") as handle:
-                handle.write(token)
-        paths[service] = path
+        paths[service] = token_path(config, service)
+        kept_token(config.credentials_path, paths[service], service, [ALL_TENANTS], admin=admin)
     return paths
 
 

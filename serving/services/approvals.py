@@ -44,7 +44,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from citadel.errors import CitadelError, Forbidden, InvalidRequest, NotFound
-from citadel.state.runs import EventType, RunStatus, RunStore
+from citadel.state.runs import EventType, RunStore
 from citadel.tools.approvals import MAX_LIST, Approval, ApprovalStatus, ApprovalStore
 from citadel.tools.honeypots import shown_run_id
 from citadel.tools.policy import Action, PolicyEngine, Reason
@@ -85,7 +85,8 @@ class ApprovalsService:
     def __init__(self, approvals: ApprovalStore, runs: RunStore, policy: PolicyEngine | None,
                  restart: Callable[[str], object], *, metrics: ApiMetrics | None = None,
                  eval_dir: str | Path | None = None):
-        """`restart(run_id)`: start the decided run again on this process (the runs service's);
+        """`restart(run_id)`: queue the decided run and start it again on this process (the runs
+        service's `resume`);
         `metrics`: the process's (None: none counted); `eval_dir`: where the evaluation sets are
         appended (`eval_dir_for(config)`; None: none written)."""
         self.approvals = approvals
@@ -116,20 +117,22 @@ class ApprovalsService:
             raise Forbidden(f"only {' or '.join(approval.deciders())} may decide this approval")
         if approval.honeypot:
             return self._decide_honeypot(approval, decision, edits, comment, reviewer)
-        final = None
-        if decision != "reject":
-            final = {**approval.proposed_args, **dict(edits or {})} if decision == "edit_and_approve" \
-                else dict(approval.proposed_args)
+        final = _final_args(approval, decision, edits)
+        if final is not None:
             self._check(approval, final, reviewer)
         decided = self.approvals.decide(approval_id, DECISIONS[decision], reviewer.user_id, final, comment)
         self._count_real(decided)
         self._record_for_evaluation(decided, decision)
-        self.runs.append(approval.run_id, EventType.PROGRESS, {
-            "key": f"approval_decided:{approval_id}", "stage": "approval_decided", "approval_id": approval_id,
-            "status": str(decided.status), "decided_by": decided.decided_by, "final_args": decided.final_args})
-        self.runs.update(approval.run_id, status=RunStatus.QUEUED)
-        self._restart(approval.run_id)
+        self._resume_run(decided)
         return public(decided)
+
+    def _resume_run(self, decided: Approval) -> None:
+        """Tell the run its approval was decided (or expired), and start it again to act on that."""
+        self.runs.append(decided.run_id, EventType.PROGRESS, {
+            "key": f"approval_decided:{decided.approval_id}", "stage": "approval_decided",
+            "approval_id": decided.approval_id, "status": str(decided.status), "decided_by": decided.decided_by,
+            "final_args": decided.final_args})
+        self._restart(decided.run_id)
 
     def sweep(self) -> tuple[int, int]:
         """Escalate and expire what is due (a timer calls this): an escalation is an event on the run;
@@ -149,12 +152,7 @@ class ApprovalsService:
                     self.metrics.honeypot_decided(approval.approver_group, "expired")
                 continue
             self._count_real(approval)
-            self.runs.append(approval.run_id, EventType.PROGRESS, {
-                "key": f"approval_decided:{approval.approval_id}", "stage": "approval_decided",
-                "approval_id": approval.approval_id, "status": str(approval.status), "decided_by": None,
-                "final_args": None})
-            self.runs.update(approval.run_id, status=RunStatus.QUEUED)
-            self._restart(approval.run_id)
+            self._resume_run(approval)
         return len(escalated), len(expired)
 
     # ------------------------------------------------------------------ how reviews are going
@@ -208,10 +206,8 @@ class ApprovalsService:
     def _decide_honeypot(self, approval: Approval, decision: str, edits: Mapping[str, Any] | None, comment: str,
                          reviewer) -> dict:
         """Record the decision, run nothing, and tell the reviewer at once."""
-        final = None
-        if decision != "reject":
-            final = {**approval.proposed_args, **dict(edits or {})} if decision == "edit_and_approve" \
-                else dict(approval.proposed_args)
+        final = _final_args(approval, decision, edits)
+        if final is not None:
             if self.policy is not None and reviewer.user_id == approval.requester:
                 # check_edit's one rule that is not about the arguments, as a real approval answers
                 raise ApprovalRefused("a request is approved by someone other than its requester",
@@ -293,6 +289,14 @@ class ApprovalsService:
         if approval is None or approval.tenant_id != caller.principal.tenant_id:
             raise NotFound(f"no approval {approval_id!r}")
         return approval
+
+
+def _final_args(approval: Approval, decision: str, edits: Mapping[str, Any] | None) -> dict | None:
+    """What a decision approves: the proposal, the proposal with the reviewer's edits, or None (reject)."""
+    if decision == "reject":
+        return None
+    return {**approval.proposed_args, **dict(edits or {})} if decision == "edit_and_approve" \
+        else dict(approval.proposed_args)
 
 
 def _shown_number(value: float) -> str:

@@ -95,7 +95,8 @@ def _every(period_s: float, action: Callable[[], object]) -> None:
             time.sleep(period_s)
             try:
                 action()
-            except Exception:  # a store outage must not end the adopting thread
-                log.exception("periodic run adoption failed")
+            except Exception:  # a store outage must not end the timer's thread
+                log.exception("periodic %s failed", name)
 
-    threading.Thread(target=loop, name="run-adopter", daemon=True).start()
+    name = getattr(action, "__name__", "task")
+    threading.Thread(target=loop, name=f"every-{name}", daemon=True).start()

@@ -102,7 +102,6 @@ class RunsService:
         run = self._own_run(caller, run_id)
         self.runs.request_cancel(run_id)
         if run.status == RunStatus.WAITING:
-            self.runs.update(run_id, status=RunStatus.QUEUED)
             self.resume(run_id)
         return {"run_id": run_id, "status": str(run.status), "cancel_requested": True}
 
@@ -134,7 +133,9 @@ class RunsService:
         return adopted
 
     def resume(self, run_id: str) -> bool:
-        """Start a run again on this process (an approval was decided); False when it already runs here."""
+        """A parked run back to the queue (adoptable again) and started on this process: its approval
+        was decided, or it was cancelled while waiting. False when it already runs here."""
+        self.runs.update(run_id, status=RunStatus.QUEUED)
         return self._start(run_id)
 
     def wait_for_runs(self, timeout_s: float) -> None:
