@@ -28,7 +28,7 @@ from citadel.agent.plan import MAX_DETAIL_CHARS
 from citadel.answer.conflicts import EFFECTIVE_DATES, SUPERSEDES, Conflict, detect_conflicts
 from citadel.answer.expand import Source
 from citadel.answer.gate import TermIdf, passage_terms, weighted_coverage
-from citadel.answer.text import STOPWORDS, content_terms, stem, words_of
+from citadel.answer.text import STOPWORDS, content_terms, split_sentences, stem, words_of
 from citadel.catalog.base import DocumentRecord
 from citadel.chunking import count_tokens
 from citadel.types import Passage
@@ -247,3 +247,33 @@ def superseded_documents(conflicts: Iterable[Mapping[str, Any]]) -> set[str]:
         if winner:
             losers.update(d for d in conflict.get("document_ids", ()) if d != winner)
     return losers
+
+
+# A reviewer sees this many lines of evidence beside a proposal, each at most this long.
+REVIEW_EVIDENCE_LINES = 2
+MAX_EVIDENCE_QUOTE_CHARS = 280
+
+
+def citation_label(passage: Passage) -> str:
+    """Where a passage is: document title, section, page when it has one."""
+    label = f"{passage.title}, {passage.section_title}" if passage.section_title else passage.title
+    return f"{label}, p. {passage.page}" if passage.page is not None else label
+
+
+def evidence_lines(passages: Sequence[Passage], about: str, most: int = REVIEW_EVIDENCE_LINES) -> list[dict[str, str]]:
+    """The lines of evidence a reviewer reads beside a proposal: for the passages sharing the most
+    terms with `about` (the step's ask and arguments), one document each, the sentence that shares the
+    most, with its citation. Ties go to the retrieval score."""
+    wanted = set(content_terms(about))
+    ranked = sorted(passages, key=lambda p: (-len(wanted & set(content_terms(f"{p.heading} {p.text}"))), -p.score))
+    lines: list[dict[str, str]] = []
+    seen: set[str] = set()
+    for passage in ranked:
+        if passage.document_id in seen or len(lines) >= most:
+            continue
+        seen.add(passage.document_id)
+        sentences = split_sentences(passage.text) or [passage.text]
+        best = max(sentences, key=lambda s: len(wanted & set(content_terms(s))))
+        quote = best if len(best) <= MAX_EVIDENCE_QUOTE_CHARS else best[:MAX_EVIDENCE_QUOTE_CHARS - 1] + "…"
+        lines.append({"quote": quote, "citation": citation_label(passage), "chunk_id": passage.chunk_id})
+    return lines

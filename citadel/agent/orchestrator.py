@@ -43,7 +43,8 @@ from typing import Any
 from citadel.agent.budget import RunBudget, TokenMeter
 from citadel.agent.criteria import case_object, criteria_checks
 from citadel.agent.memory import ConversationContext, ConversationMemory, source_refs
-from citadel.agent.evidence import (UNIFORM_IDF, EvidenceSet, distinct_parts, passage_from_record, passage_record,
+from citadel.agent.evidence import (UNIFORM_IDF, EvidenceSet, distinct_parts, evidence_lines, passage_from_record,
+                                    passage_record,
                                     on_topic, passage_tokens, predecessor_ids, resolution_note, resolved_conflicts,
                                     skip_reflection, superseded_documents)
 from citadel.agent.plan import MAX_PLAN_STEPS, Plan, PlanInvalid, Reflection, Step, check_steps
@@ -428,7 +429,8 @@ class Orchestrator:
                 "", state.principal.tenant_id, state.run_id, step.id, spec.name, state.principal.user_id,
                 outcome["arguments"], spec.approver_group, spec.lead_group,
                 now + spec.escalate_after_s if spec.escalate_after_s else None,
-                now + spec.expire_after_s if spec.expire_after_s else None))
+                now + spec.expire_after_s if spec.expire_after_s else None,
+                context=self._review_context(state, step, outcome["arguments"])))
             if self.honeypots is not None:  # now and then a deliberately wrong request beside it (issue 16, item 6)
                 planted = self.honeypots.maybe_plant(approval, spec)
                 if planted is not None:
@@ -440,6 +442,14 @@ class Orchestrator:
         self._emit(state, EventType.APPROVAL_REQUIRED, f"approval:{approval_id}", {
             "approval_id": approval_id, "step_id": step.id, "tool": approval.tool, "arguments": approval.proposed_args,
             "approver_group": approval.approver_group, "expire_at": approval.expire_at})
+
+    def _review_context(self, state: RunState, step: Step, arguments: dict[str, Any]) -> dict[str, Any]:
+        """What the reviewer reads beside the proposal: the record it would change, as the requester
+        may read it now, and two lines of the run's evidence with their citations."""
+        about = " ".join([state.run.question, step.ask, *(str(v) for v in arguments.values())])
+        passages = gathered(state.step_records())
+        return {"current": self.tools.current_record(step.tool, state.principal, arguments),
+                "evidence": evidence_lines(passages, about)}
 
     def _finish_step(self, state: RunState, step: Step, result: dict[str, Any]) -> None:
         passages = [passage_from_record(r) for r in result["passages"]]

@@ -167,6 +167,11 @@ class ToolRegistry:
         """The named tool's spec (None for a tool built in code, like search)."""
         return self._policy.spec(name) if self._policy is not None else None
 
+    def current_record(self, name: str, principal: Principal, args: Mapping[str, Any]) -> dict[str, Any] | None:
+        """The record a write would change, as the user may read it now (None when the tool cannot say)."""
+        current = getattr(self._tools.get(name), "current", None)
+        return current(principal, args) if current is not None else None
+
     def check_args(self, name: str, args: Mapping[str, Any]) -> None:
         """For plan validation: the named tool accepts these arguments (InvalidToolArgs if not)."""
         tool = self._tools.get(name)

@@ -44,7 +44,7 @@ import threading
 import time
 import uuid
 from collections.abc import Iterable
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass, field, replace
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any, Callable, Protocol, runtime_checkable
 
@@ -74,9 +74,17 @@ class ApprovalStatus(StrEnum):
     APPROVED = "approved"
     REJECTED = "rejected"
     EXPIRED = "expired"  # counts as rejected: silence never approves
+    INFO_REQUESTED = "info_requested"  # a review task's third answer: the run ends asking for more
 
 
-DECISIONS = frozenset({ApprovalStatus.APPROVED, ApprovalStatus.REJECTED})
+DECISIONS = frozenset({ApprovalStatus.APPROVED, ApprovalStatus.REJECTED, ApprovalStatus.INFO_REQUESTED})
+
+
+class TaskKind(StrEnum):
+    """What a person is asked: to approve a tool call (T2), or to review a failed check (issue 16 item 5):
+    the same lifecycle (pending, decided once, escalated, expired), the same store and timer."""
+    APPROVAL = "approval"
+    REVIEW = "review"
 
 
 @dataclass(frozen=True)
@@ -100,6 +108,10 @@ class Approval:
     comment: str = ""
     honeypot: bool = False  # a deliberately wrong request (issue 16 item 6)
     created_at: float = 0.0
+    kind: TaskKind = TaskKind.APPROVAL
+    reason: str | None = None  # a review task's failed check (citadel/tools/reviews.py)
+    # What the reviewer is shown beside the arguments: evidence lines with citations, a check's details.
+    context: dict = field(default_factory=dict)
 
     def deciders(self) -> tuple[str, ...]:
         """The groups that may decide now: the approver group, plus the lead group once escalated."""
@@ -108,7 +120,7 @@ class Approval:
         return (self.approver_group,)
 
     def to_dict(self) -> dict[str, Any]:
-        return {**asdict(self), "status": str(self.status)}
+        return {**asdict(self), "status": str(self.status), "kind": str(self.kind)}
 
 
 @runtime_checkable
@@ -181,7 +193,11 @@ def new_pending(approval: Approval, now: float) -> tuple[Approval, str]:
     if approval.lead_group is not None:
         _name(approval.lead_group, "lead_group", MAX_GROUP_CHARS)
     args_json = encode_args(approval.proposed_args, "proposed_args")
+    context = json.loads(encode_args(approval.context, "context"))
+    if approval.reason is not None:
+        _name(approval.reason, "reason")
     stored = replace(approval, approval_id=approval_id, proposed_args=json.loads(args_json),
+                     kind=TaskKind(approval.kind), context=context,
                      escalate_at=_time(approval.escalate_at, "escalate_at"),
                      expire_at=_time(approval.expire_at, "expire_at"), status=ApprovalStatus.PENDING,
                      escalated=False, final_args=None, decided_by=None, decided_at=None, comment="",
@@ -197,7 +213,7 @@ def checked_decision(status: object, decided_by: object, final_args: object,
     except ValueError:
         decided = None
     if decided not in DECISIONS:
-        raise InvalidRequest("a decision is 'approved' or 'rejected'", code="invalid_decision")
+        raise InvalidRequest("a decision is 'approved', 'rejected' or 'info_requested'", code="invalid_decision")
     _name(decided_by, "decided_by")
     final_json = None if final_args is None else encode_args(final_args, "final_args")
     comment = "" if comment is None else comment
@@ -315,7 +331,7 @@ class MemoryApprovalStore:
 def _copy(approval: Approval) -> Approval:
     """A copy whose argument dicts the caller may change without changing the store."""
     return replace(approval, proposed_args=copy.deepcopy(approval.proposed_args),
-                   final_args=copy.deepcopy(approval.final_args))
+                   final_args=copy.deepcopy(approval.final_args), context=copy.deepcopy(approval.context))
 
 
 def make_approval_store(config: CitadelConfig, clock: Clock | None = None, backend: str | None = None) -> ApprovalStore:

@@ -29,6 +29,7 @@ from citadel.tools.approvals import (
     group_set,
     list_limit,
     new_pending,
+    TaskKind,
     refused_decision,
 )
 
@@ -55,6 +56,9 @@ _SCHEMA = (
         comment TEXT NOT NULL,
         honeypot INTEGER NOT NULL,
         created_at REAL NOT NULL,
+        kind TEXT NOT NULL,
+        reason TEXT,
+        context_json TEXT NOT NULL,
         UNIQUE (run_id, step_id))""",
     "CREATE INDEX IF NOT EXISTS approvals_by_tenant ON approvals (tenant_id, status, created_at)",
     # The sweep reads only pending rows that have a deadline, from these partial indexes.
@@ -66,7 +70,7 @@ _SCHEMA = (
 
 _COLUMNS = ("approval_id, tenant_id, run_id, step_id, tool, requester, proposed_args_json, approver_group, "
             "lead_group, escalate_at, expire_at, status, escalated, final_args_json, decided_by, decided_at, "
-            "comment, honeypot, created_at")
+            "comment, honeypot, created_at, kind, reason, context_json")
 
 
 class SQLiteApprovalStore:
@@ -90,7 +94,7 @@ class SQLiteApprovalStore:
                 return _approval(row)
             if db.execute("SELECT 1 FROM approvals WHERE approval_id = ?", (stored.approval_id,)).fetchone():
                 raise Conflict(f"approval id {stored.approval_id!r} is taken by another step", code="approval_exists")
-            db.execute(f"INSERT INTO approvals ({_COLUMNS}) VALUES ({', '.join('?' * 19)})",
+            db.execute(f"INSERT INTO approvals ({_COLUMNS}) VALUES ({', '.join('?' * len(_COLUMNS.split(',')))})",
                        _row(stored, args_json))
         return stored
 
@@ -166,14 +170,15 @@ def _row(approval: Approval, args_json: str) -> tuple:
     return (approval.approval_id, approval.tenant_id, approval.run_id, approval.step_id, approval.tool,
             approval.requester, args_json, approval.approver_group, approval.lead_group, approval.escalate_at,
             approval.expire_at, ApprovalStatus(approval.status).value, int(approval.escalated), None,
-            approval.decided_by, approval.decided_at, approval.comment, int(approval.honeypot), approval.created_at)
+            approval.decided_by, approval.decided_at, approval.comment, int(approval.honeypot), approval.created_at,
+            str(approval.kind), approval.reason, json.dumps(approval.context, separators=(",", ":")))
 
 
 def _approval(row: tuple) -> Approval:
     (approval_id, tenant_id, run_id, step_id, tool, requester, proposed_json, approver_group, lead_group,
      escalate_at, expire_at, status, escalated, final_json, decided_by, decided_at, comment, honeypot,
-     created_at) = row
+     created_at, kind, reason, context_json) = row
     return Approval(approval_id, tenant_id, run_id, step_id, tool, requester, json.loads(proposed_json),
                     approver_group, lead_group, escalate_at, expire_at, ApprovalStatus(status), bool(escalated),
                     None if final_json is None else json.loads(final_json), decided_by, decided_at, comment,
-                    bool(honeypot), created_at)
+                    bool(honeypot), created_at, TaskKind(kind), reason, json.loads(context_json))

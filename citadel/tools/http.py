@@ -90,6 +90,20 @@ class HttpTool:
         body = {**rest, binding.idempotency_field: request_id} if binding.idempotency_field else rest
         return {"result": self._request("POST", path, headers, body=body)}
 
+    def current(self, principal: Principal, arguments: Mapping[str, Any]) -> dict[str, Any] | None:
+        """The record this call would change, as the user may read it now (the binding's `current_path`),
+        or None: no such path, no record (404), or the system could not say (a reviewer then sees the
+        proposal alone; nothing depends on it)."""
+        binding = self.spec.http
+        if not binding.current_path:
+            return None
+        try:
+            found = self._request("GET", _filled(binding.current_path, arguments),
+                                  self.caller.headers(principal, None), missing_ok=True)
+        except (ToolCallFailed, ToolCallRefused, KeyError):
+            return None
+        return found if isinstance(found, dict) else None
+
     def _request(self, method: str, path: str, headers: dict[str, str], params: Mapping[str, Any] | None = None,
                  body: Mapping[str, Any] | None = None, missing_ok: bool = False) -> Any:
         url = f"{self.base_url}{path}"

@@ -91,7 +91,9 @@ class HttpBinding(BaseModel):
     (`tools.endpoints`), `path` takes arguments as "{name}" placeholders, the other arguments go in
     the JSON body (POST) or the query (GET). A write names the body field that carries its
     idempotency key (`idempotency_field`, derived from run and step) and may name a GET `lookup_path`
-    ("…?external_id={key}") that finds the record an earlier attempt made, looked up before creating."""
+    ("…?external_id={key}") that finds the record an earlier attempt made, looked up before creating.
+    A write may also name a GET `current_path` (argument placeholders) that reads the record the call
+    would change, as it stands: a reviewer sees the proposal against it (the approval's diff)."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -100,6 +102,7 @@ class HttpBinding(BaseModel):
     path: str = Field(pattern=r"^/[A-Za-z0-9_{}/.?=&-]{0,300}$")
     idempotency_field: str | None = Field(None, pattern=r"^[a-z][a-z0-9_]{0,63}$")
     lookup_path: str | None = Field(None, pattern=r"^/[A-Za-z0-9_{}/.?=&-]{0,300}$")
+    current_path: str | None = Field(None, pattern=r"^/[A-Za-z0-9_{}/.?=&-]{0,300}$")
 
     def placeholders(self) -> set[str]:
         return set(PATH_PLACEHOLDER.findall(self.path))
@@ -181,6 +184,12 @@ class ToolSpec(BaseModel):
             raise _FieldProblem("http", f"{http.idempotency_field!r} carries the key; it cannot be an argument")
         if http.lookup_path is not None and set(PATH_PLACEHOLDER.findall(http.lookup_path)) != {KEY_PLACEHOLDER}:
             raise _FieldProblem("http", "lookup_path finds the record by its key alone: one {key} placeholder")
+        if http.current_path is not None:
+            if not writes:
+                raise _FieldProblem("http", "current_path shows what a write would change; a T0 tool changes nothing")
+            for name in sorted(set(PATH_PLACEHOLDER.findall(http.current_path))):
+                if name not in properties or name not in required:
+                    raise _FieldProblem("http", f"current_path placeholder {{{name}}} must be a required argument")
 
     def _check_limits(self) -> None:
         properties = self.args_schema.get("properties", {})

@@ -119,6 +119,17 @@ def create_app(db_path: Path, verifier: UserVerifier) -> FastAPI:
                     crm: CrmStore = Depends(store)) -> dict:
         return _readable(crm.get_account(me.tenant_id, account_id), me).to_dict()
 
+    @app.get("/v1/accounts/{account_id}/discount")
+    def current_discount(account_id: str = PathParam(..., pattern=ACCOUNT_ID_PATTERN), me: Principal = Depends(user),
+                         crm: CrmStore = Depends(store)) -> dict:
+        """The account's discount terms in force: its latest approval's, or none (0%, no term)."""
+        _readable(crm.get_account(me.tenant_id, account_id), me)
+        approvals = crm.list_approvals(me.tenant_id, account_id)
+        latest = approvals[-1] if approvals else None
+        return {"account_id": account_id, "discount_pct": latest.discount_pct if latest else 0,
+                "term_months": latest.term_months if latest else None,
+                "approval_id": latest.approval_id if latest else None}
+
     @app.post("/v1/accounts/{account_id}/notes")
     def add_note(body: NoteRequest, account_id: str = PathParam(..., pattern=ACCOUNT_ID_PATTERN),
                  me: Principal = Depends(user), crm: CrmStore = Depends(store)) -> JSONResponse:

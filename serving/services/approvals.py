@@ -45,11 +45,12 @@ from typing import TYPE_CHECKING, Any
 
 from citadel.errors import CitadelError, Forbidden, InvalidRequest, NotFound
 from citadel.state.runs import EventType, RunStore
-from citadel.tools.approvals import MAX_LIST, Approval, ApprovalStatus, ApprovalStore
+from citadel.tools.approvals import MAX_LIST, Approval, ApprovalStatus, ApprovalStore, TaskKind
 from citadel.tools.honeypots import shown_run_id
 from citadel.tools.policy import Action, PolicyEngine, Reason
 from citadel.tools.spec import TOOL_NAME_PATTERN
 from serving.services.access import Caller
+from serving.services.review_items import review_item
 
 if TYPE_CHECKING:
     from citadel.config import CitadelConfig
@@ -59,6 +60,11 @@ log = logging.getLogger(__name__)
 
 DECISIONS = {"approve": ApprovalStatus.APPROVED, "edit_and_approve": ApprovalStatus.APPROVED,
              "reject": ApprovalStatus.REJECTED}
+# A review task (a failed check, issue 16 item 5) is answered differently: the reviewer corrected the
+# source (or, for an action, its arguments: `edits`) and every check runs again; asks for more; or rejects.
+REVIEW_DECISIONS = {"correct": ApprovalStatus.APPROVED, "request_info": ApprovalStatus.INFO_REQUESTED,
+                    "reject": ApprovalStatus.REJECTED}
+EDITING = frozenset({"edit_and_approve", "correct"})
 MAX_COMMENT_CHARS = 2_000
 STATUSES = {s.value: s for s in ApprovalStatus}
 # The evaluation sets' folder under the home when `tools.eval_dir` is not set.
@@ -105,22 +111,32 @@ class ApprovalsService:
         found = self.approvals.list(principal.tenant_id, principal.groups, wanted)
         return {"approvals": [public(a) for a in found]}
 
+    def review_items(self, caller: Caller) -> list[dict]:
+        """The reviewer page's pending tasks for the caller (serving/services/review_items.py)."""
+        principal = caller.principal
+        found = self.approvals.list(principal.tenant_id, principal.groups, ApprovalStatus.PENDING)
+        return [review_item(a, self.policy.spec(a.tool) if self.policy is not None else None, public(a))
+                for a in found]
+
     def decide(self, caller: Caller, approval_id: str, decision: str, edits: Mapping[str, Any] | None,
                comment: str) -> dict:
-        if decision not in DECISIONS:
-            raise InvalidRequest(f"decision is one of {sorted(DECISIONS)}")
+        if decision not in DECISIONS and decision not in REVIEW_DECISIONS:
+            raise InvalidRequest(f"decision is one of {sorted({*DECISIONS, *REVIEW_DECISIONS})}")
         if len(comment) > MAX_COMMENT_CHARS:
             raise InvalidRequest(f"a comment holds at most {MAX_COMMENT_CHARS:,} characters")
         approval = self._visible(caller, approval_id)
+        allowed = decisions_for(approval)
+        if decision not in allowed:
+            raise InvalidRequest(f"a {approval.kind} is decided with one of {list(allowed)}")
         reviewer = caller.principal
         if not set(reviewer.groups) & set(approval.deciders()):
             raise Forbidden(f"only {' or '.join(approval.deciders())} may decide this approval")
         if approval.honeypot:
             return self._decide_honeypot(approval, decision, edits, comment, reviewer)
         final = _final_args(approval, decision, edits)
-        if final is not None:
-            self._check(approval, final, reviewer)
-        decided = self.approvals.decide(approval_id, DECISIONS[decision], reviewer.user_id, final, comment)
+        if final is not None and approval.kind is TaskKind.APPROVAL:
+            self._check(approval, final, reviewer)  # a review's corrected action meets the policy on its re-run
+        decided = self.approvals.decide(approval_id, allowed[decision], reviewer.user_id, final, comment)
         self._count_real(decided)
         self._record_for_evaluation(decided, decision)
         self._resume_run(decided)
@@ -291,12 +307,16 @@ class ApprovalsService:
         return approval
 
 
+def decisions_for(approval: Approval) -> dict[str, ApprovalStatus]:
+    return REVIEW_DECISIONS if approval.kind is TaskKind.REVIEW else DECISIONS
+
+
 def _final_args(approval: Approval, decision: str, edits: Mapping[str, Any] | None) -> dict | None:
-    """What a decision approves: the proposal, the proposal with the reviewer's edits, or None (reject)."""
-    if decision == "reject":
+    """What a decision approves: the proposal, the proposal with the reviewer's edits, or None (reject,
+    request_info)."""
+    if decision in ("reject", "request_info"):
         return None
-    return {**approval.proposed_args, **dict(edits or {})} if decision == "edit_and_approve" \
-        else dict(approval.proposed_args)
+    return {**approval.proposed_args, **dict(edits or {})} if decision in EDITING else dict(approval.proposed_args)
 
 
 def _shown_number(value: float) -> str:
@@ -317,4 +337,5 @@ def public(approval: Approval) -> dict:
             "final_args": approval.final_args, "status": str(approval.status), "approver_group": approval.approver_group,
             "deciders": list(approval.deciders()), "escalated": approval.escalated, "expire_at": approval.expire_at,
             "decided_by": approval.decided_by, "decided_at": approval.decided_at, "comment": approval.comment,
-            "created_at": approval.created_at}
+            "created_at": approval.created_at, "kind": str(approval.kind), "reason": approval.reason,
+            "decisions": list(decisions_for(approval))}

@@ -340,3 +340,23 @@ def test_concurrent_decisions_append_whole_lines_to_the_evaluation_set(tmp_path)
     lines = (tmp_path / "eval" / f"{DISCOUNT_TOOL}.jsonl").read_text().splitlines()
     assert sorted(json.loads(line)["approval_id"] for line in lines) == sorted(ids)
     assert all(json.loads(line)["proposed"] == big for line in lines)
+
+
+def test_the_reviewer_sees_the_change_against_the_current_record(deployment):
+    home, client, crm = deployment
+    crm.create_discount_approval("northwind", "acme", 5, 12, "sam", "earlier-deal")  # the terms in force
+    start_run(client, home)
+    services = client.app.state.services
+    headers = home.headers(**DANA)
+    dana = services.access.caller(headers["authorization"], headers["x-citadel-user-context"])
+    [item] = services.approvals.review_items(dana)
+    assert item["title"] == "crm.create_discount_approval for acme, requested by sam"
+    rows = {row["field"]: row for row in item["diff"]}
+    assert rows["discount_pct"] == {"field": "discount_pct", "current": "5", "proposed": "12", "changed": True}
+    assert rows["term_months"]["current"] == "12" and rows["term_months"]["proposed"] == "24"
+    assert rows["account_id"]["changed"] is False
+    assert [f["field"] for f in item["editable"]] == ["discount_pct", "term_months"]  # not the account it changes
+    assert item["decisions"] == ["approve", "edit_and_approve", "reject"]
+    sam_headers = home.headers(**SAM)
+    sam = services.access.caller(sam_headers["authorization"], sam_headers["x-citadel-user-context"])
+    assert services.approvals.review_items(sam) == []
