@@ -41,7 +41,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from citadel.agent.budget import RunBudget, TokenMeter
-from citadel.agent.criteria import case_object, criteria_checks
+from citadel.agent.criteria import case_object, criteria_checks, first_name
 from citadel.agent.memory import ConversationContext, ConversationMemory, source_refs
 from citadel.agent.evidence import (UNIFORM_IDF, EvidenceSet, distinct_parts, evidence_lines, passage_from_record,
                                     passage_record,
@@ -263,7 +263,8 @@ class Orchestrator:
             return None
         plan = qualified(Plan.model_validate(record["plan"]), f"p{index}." if index else "")
         state.plans.append(plan)
-        state.abandoned.update(s.id for s in state.pending())  # a re-plan replaces what was still to do
+        # A re-plan replaces the searches still to do; an action the user asked for still runs.
+        state.abandoned.update(s.id for s in state.pending() if s.tool == SEARCH)
         state.graph.update((s.id, s) for s in plan.steps)
         self._emit(state, EventType.PROGRESS, key, {
             "stage": "plan", "steps": [{"id": s.id, "ask": s.ask, "tool": s.tool, "needs": list(s.needs)}
@@ -276,7 +277,8 @@ class Orchestrator:
         context = PlanContext(self.tools.names(), min(MAX_PLAN_STEPS, self.config.step_cap),
                               tuple(s.id for s in finished), tuple(s.ask for s in finished), gaps,
                               state.meter, self.tools.check_args,
-                              tuple(i.text for i in conversation.conversation_items()) if conversation else ())
+                              tuple(i.text for i in conversation.conversation_items()) if conversation else (),
+                              () if finished else tuple(self._requested_actions(state)))
         spent = state.meter.spent
         try:
             plan = self.planner.plan(state.run.question, context)
@@ -443,6 +445,13 @@ class Orchestrator:
             "approval_id": approval_id, "step_id": step.id, "tool": approval.tool, "arguments": approval.proposed_args,
             "approver_group": approval.approver_group, "expire_at": approval.expire_at})
 
+    def _requested_actions(self, state: RunState) -> list:
+        """What the user's own message asks the run to do, for the case's subject (the first name in
+        the message, else in the user's earlier questions)."""
+        subject = next((n for n in map(first_name, (state.run.question, *reversed(self._earlier_questions(state))))
+                        if n is not None), None)
+        return self.tools.requested_actions(state.run.question, subject)
+
     def _review_context(self, state: RunState, step: Step, arguments: dict[str, Any]) -> dict[str, Any]:
         """What the reviewer reads beside the proposal: the record it would change, as the requester
         may read it now, and two lines of the run's evidence with their citations."""
@@ -513,10 +522,12 @@ class Orchestrator:
         return len(topical | settling) + len(evidence.acted)
 
     def _action(self, state: RunState, reflection: Reflection) -> str:
-        """What code does with a reflection: "continue" with nothing left to run is "finish"; a
-        search with no search tool is "finish"."""
+        """What code does with a reflection: "continue" with nothing left to run is "finish", and
+        "finish" with an action still to run is "continue"; a search with no search tool is "finish"."""
         if reflection.next == CONTINUE and not state.pending():
             return FINISH
+        if reflection.next == FINISH and any(s.tool != SEARCH for s in state.pending()):
+            return CONTINUE  # the evidence is in; an action the user asked for still runs before the answer
         if reflection.next == SEARCH_NEXT and SEARCH not in self.tools.names():
             return FINISH
         if reflection.next == REPLAN and len(state.plans) > MAX_REPLANS:

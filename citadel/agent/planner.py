@@ -35,6 +35,7 @@ from citadel.config import AgentConfig
 from citadel.errors import Unavailable
 from citadel.generation.backends import chat_completions_url
 from citadel.resilience.deadline import time_left
+from citadel.tools.intents import RequestedAction
 
 SEARCH = "search"
 # A piece of a question with fewer content terms than this ("and tenure") is not a question on its
@@ -90,6 +91,8 @@ class PlanContext:
     meter: TokenMeter | None = None
     check_args: Callable[[str, Mapping[str, Any]], None] | None = None
     conversation: tuple[str, ...] = ()  # the conversation so far, live-checked (context, not sources)
+    # What the user's own message asks the run to do (citadel/tools/intents.py), first plan only.
+    actions: tuple[RequestedAction, ...] = ()
 
 
 @runtime_checkable
@@ -160,6 +163,16 @@ def situation_terms(question: str) -> list[set[str]]:
             if end != "?" and not QUESTION_START.search(text) and content_terms(text)]
 
 
+def without_spans(text: str, spans: Sequence[tuple[int, int]]) -> str:
+    """The text less the given spans (a requested action is done, not searched)."""
+    kept, start = [], 0
+    for begin, end in sorted(spans):
+        kept.append(text[start:begin])
+        start = max(start, end)
+    kept.append(text[start:])
+    return " ".join("".join(kept).split())
+
+
 def _query_key(query: str) -> tuple[str, ...]:
     """A search's identity for "tried already": its content terms, in order."""
     return tuple(content_terms(query))
@@ -185,15 +198,22 @@ class RulesPlanner:
     def plan(self, question: str, context: PlanContext) -> Plan:
         if SEARCH not in context.tools:
             raise PlanInvalid("the rules planner plans search steps, and no search tool is available")
-        parts = list(context.gaps) or split_question(question, context.max_steps)
-        parts = [p[:MAX_ASK_CHARS] for p in parts if p.strip()][:max(1, context.max_steps)]
+        actions = [] if context.gaps else list(context.actions)[:max(0, context.max_steps - 1)]
+        asked_text = without_spans(question, [a.span for a in actions])
+        parts = list(context.gaps) or split_question(asked_text, context.max_steps - len(actions))
+        parts = [p[:MAX_ASK_CHARS] for p in parts if p.strip()][:max(1, context.max_steps - len(actions))]
         steps = [{"id": f"s{i}", "ask": part, "tool": SEARCH, "args": {"query": part}, "needs": []}
                  for i, part in enumerate(parts, 1)]
+        # A requested action runs once the searches are in: its reviewer reads their evidence. It is
+        # not on the checklist: the answer says what was done or not.
+        steps += [{"id": f"a{i}", "ask": action.ask(question)[:MAX_ASK_CHARS], "tool": action.tool,
+                   "args": dict(action.args), "needs": [s["id"] for s in steps]}
+                  for i, action in enumerate(actions, 1)]
         # A stated situation ("Acme renews next month.") is searched for context; the checklist is
         # what the question asks.
-        situation = situation_terms(question) if not context.gaps else []
+        situation = situation_terms(asked_text) if not context.gaps else []
         asked = [p for p in parts if not any(set(content_terms(p)) <= terms for terms in situation)]
-        done_when = (asked or parts) if len(parts) > 1 or context.gaps else [question.strip()]
+        done_when = (asked or parts) if len(parts) > 1 or context.gaps else [asked_text.strip() or question.strip()]
         # Checked like any planner's proposal: an empty question is PlanInvalid here, not a crash.
         proposal = {"steps": steps, "done_when": [d[:MAX_CHECK_CHARS] for d in done_when if d.strip()]}
         return parse_plan(proposal, context.tools, context.known_ids, context.check_args)

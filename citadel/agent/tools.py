@@ -22,6 +22,7 @@ from citadel.agent.evidence import passage_record
 from citadel.agent.plan import MAX_QUERY_CHARS, Step
 from citadel.errors import CitadelError, Forbidden, InvalidRequest
 from citadel.retrieval.retriever import PassageRetriever
+from citadel.tools.intents import IntentMatcher, RequestedAction
 from citadel.tools.policy import Action, Decision, PolicyEngine
 from citadel.tools.spec import RiskTier, ToolSpec
 from citadel.types import Principal
@@ -155,6 +156,14 @@ class ToolRegistry:
     def __init__(self, tools: Iterable[Tool], policy: PolicyEngine | None = None):
         self._tools = {tool.name: tool for tool in tools}
         self._policy = policy
+        self._intents = IntentMatcher(policy.specs() if policy is not None else ())
+
+    def requested_actions(self, message: str, subject: str | None) -> list[RequestedAction]:
+        """The actions the user's own message asks for (citadel/tools/intents.py), with arguments this
+        process's tools accept; never read from anything but the user's message."""
+        if not self._intents:
+            return []
+        return self._intents.find(message, subject, self.names(), self.check_args)
 
     def names(self) -> tuple[str, ...]:
         return tuple(self._tools)

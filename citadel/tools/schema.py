@@ -52,7 +52,7 @@ class SchemaProblem(ValueError):
 
 
 @lru_cache(maxsize=1024)
-def _linear_pattern(pattern: str):
+def linear_pattern(pattern: str):
     try:
         return re2.compile(translate(pattern), _RE2_OPTIONS)
     except (re2.error, ValueError) as error:
@@ -64,7 +64,7 @@ def _pattern(validator, pattern: str, instance: Any, schema: Mapping[str, Any]) 
     if not validator.is_type(instance, "string"):
         return
     try:
-        matched = _linear_pattern(pattern).search(instance) is not None
+        matched = linear_pattern(pattern).search(instance) is not None
     except UnicodeEncodeError:  # a lone surrogate (JSON can carry one; UTF-8 cannot): no match
         matched = False
     if not matched:
@@ -119,7 +119,7 @@ def check_tool_schema(schema: Any, *, closed: bool) -> None:
             if keyword in sub and not str(sub[keyword]).startswith("#"):
                 raise SchemaProblem(f"{where}: only local references ('#/...') are allowed in {keyword}")
         if "pattern" in sub:
-            _linear_pattern(sub["pattern"])
+            linear_pattern(sub["pattern"])
         if closed and _declares_object(sub):
             if sub.get("additionalProperties") is not False:
                 raise SchemaProblem(f"{where}: an object must set additionalProperties: false, so a call "

@@ -26,7 +26,7 @@ import yaml
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from citadel.errors import CitadelError
-from citadel.tools.schema import check_tool_schema
+from citadel.tools.schema import SchemaProblem, check_tool_schema, linear_pattern
 
 # `crm.create_discount_approval`: lower-case segments joined by dots (one segment, like the built-in
 # `search`, is allowed). Checked with a FULL match.
@@ -34,6 +34,7 @@ TOOL_NAME_PATTERN = re.compile(r"[a-z][a-z0-9_]{0,63}(?:\.[a-z][a-z0-9_]{0,63}){
 # The pause switch names the model with this word, so no tool may take it.
 MODEL_TARGET = "model"
 MAX_DESCRIPTION_CHARS = 2_000
+MAX_INTENT_PATTERN_CHARS = 500
 MAX_GROUP_CHARS = 256
 MAX_REGISTRY_BYTES = 1024 * 1024
 MAX_TOOLS = 1_000
@@ -108,6 +109,23 @@ class HttpBinding(BaseModel):
         return set(PATH_PLACEHOLDER.findall(self.path))
 
 
+def intent_pattern(pattern: str):
+    """An intent's pattern compiled case-insensitive on RE2 (SchemaProblem when RE2 refuses it)."""
+    return linear_pattern(f"(?i){pattern}")
+
+
+class ActionIntent(BaseModel):
+    """How the rules planner recognises a user asking for this tool in their own message (never in a
+    document or a tool's reply: citadel/tools/intents.py): a case-insensitive RE2 `pattern` whose named
+    groups are arguments, and the argument the case's subject fills when no group did (`subject_arg`:
+    "Acme" in "Acme renews next month…" → "acme")."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    pattern: str = Field(min_length=1, max_length=MAX_INTENT_PATTERN_CHARS)
+    subject_arg: str | None = None
+
+
 class ToolSpec(BaseModel):
     """One tool. Immutable; treat the schema mappings as read-only too."""
 
@@ -128,6 +146,7 @@ class ToolSpec(BaseModel):
     # the user groups allowed to request the write; empty: anyone the live permission check allows
     write_groups: frozenset[GroupName] = frozenset()
     http: HttpBinding | None = None  # how the tool is called (None: a tool built in code, e.g. search)
+    intent: ActionIntent | None = None  # how a user's message asks for it (the rules planner)
 
     @field_validator("name")
     @classmethod
@@ -157,6 +176,8 @@ class ToolSpec(BaseModel):
         self._check_limits()
         if self.http is not None:
             self._check_binding(self.http)
+        if self.intent is not None:
+            self._check_intent(self.intent)
         if self.risk_tier is RiskTier.T2:
             self._check_approval_settings()
         else:
@@ -190,6 +211,22 @@ class ToolSpec(BaseModel):
             for name in sorted(set(PATH_PLACEHOLDER.findall(http.current_path))):
                 if name not in properties or name not in required:
                     raise _FieldProblem("http", f"current_path placeholder {{{name}}} must be a required argument")
+
+    def _check_intent(self, intent: ActionIntent) -> None:
+        """Its pattern runs on RE2; its groups and subject are arguments; together they fill every
+        required argument."""
+        try:
+            groups = set(intent_pattern(intent.pattern).groupindex)
+        except SchemaProblem as problem:
+            raise _FieldProblem("intent", str(problem)) from None
+        properties = self.args_schema.get("properties", {})
+        filled = groups | ({intent.subject_arg} if intent.subject_arg else set())
+        unknown = sorted(filled - set(properties))
+        if unknown:
+            raise _FieldProblem("intent", f"{', '.join(unknown)} are not arguments of this tool")
+        unfilled = sorted(set(self.args_schema.get("required", [])) - filled)
+        if unfilled:
+            raise _FieldProblem("intent", f"nothing fills the required arguments {', '.join(unfilled)}")
 
     def _check_limits(self) -> None:
         properties = self.args_schema.get("properties", {})

@@ -360,3 +360,73 @@ def test_the_reviewer_sees_the_change_against_the_current_record(deployment):
     sam_headers = home.headers(**SAM)
     sam = services.access.caller(sam_headers["authorization"], sam_headers["x-citadel-user-context"])
     assert services.approvals.review_items(sam) == []
+
+
+# ---------------------------------------------------------------------- the running example, planned by rules
+RUNNING_EXAMPLE = ("Acme renews next month. Are they eligible for the multi-year discount? "
+                   "Propose 12% for 24 months.")
+
+
+@pytest.fixture
+def planned_by_rules(tmp_path, clock):
+    """The Northwind tenant ingested, the rules planner (no scripted plan), the CRM on loopback."""
+    from citadel.catalog.sqlite import SQLiteCatalog
+    from citadel.embedding.factory import make_embedder
+    from citadel.ingest.local import Ingestor
+    from citadel.ingest.sources import AclSpec, discover
+
+    home = make_home(tmp_path / "home", CITADEL_TOOLS__REGISTRY_FILE=str(REPO / "examples" / "crm" / "tools.yaml"),
+                     CITADEL_ANSWER__MIN_VECTOR_SCORE="0", CITADEL_ANSWER__STRONG_VECTOR_SCORE="0.9")
+    northwind = REPO / "examples" / "northwind"
+    catalog = SQLiteCatalog(home.config.catalog_path)
+    Ingestor(catalog, make_embedder(home.config.embedding), home.config).ingest(
+        "northwind", discover([northwind], trust_front_matter=True), AclSpec.from_file(northwind / "acl.yaml"))
+    catalog.close()
+    tool_caller(home.config, [ALL_TENANTS])
+    server = start_crm(Path(home.config.home))
+    home.config.tools.endpoints = {"crm": server.url}
+    try:
+        with client_for(home, clock=clock) as client:
+            yield home, client, CrmStore(db_path(Path(home.config.home).resolve()))
+            client.app.state.services.runs.wait_for_runs(60)
+    finally:
+        stop_crm(Path(home.config.home))
+
+
+def test_the_running_example_end_to_end_the_rules_propose_the_approval_and_the_answer_names_it(planned_by_rules):
+    home, client, crm = planned_by_rules
+    conversation = client.post("/v1/conversations", headers=home.headers(**SAM)).json()["conversation_id"]
+    posted = client.post(f"/v1/conversations/{conversation}/messages", headers=home.headers(**SAM),
+                         json={"content": RUNNING_EXAMPLE})
+    assert posted.status_code == 202, posted.text
+    run_id = posted.json()["run_id"]
+    client.app.state.services.runs.wait_for_runs(60)
+    events = events_of(client, home, run_id)
+    plan = [e["data"] for e in events if e["type"] == "progress" and e["data"].get("stage") == "plan"][0]
+    [action] = [s for s in plan["steps"] if s["tool"] != "search"]
+    assert action["tool"] == "crm.create_discount_approval"
+    [required] = [e["data"] for e in events if e["type"] == "approval_required"]
+    assert required["arguments"] == {"account_id": "acme", "discount_pct": 12, "term_months": 24}
+    assert set(action["needs"]) == {s["id"] for s in plan["steps"] if s["tool"] == "search"}  # evidence first
+    assert not any("propose" in s["ask"].lower() for s in plan["steps"] if s["tool"] == "search")
+
+    [pending] = client.get("/v1/approvals", headers=home.headers(**DANA)).json()["approvals"]
+    dana = home.headers(**DANA)
+    [item] = client.app.state.services.approvals.review_items(
+        client.app.state.services.access.caller(dana["authorization"], dana["x-citadel-user-context"]))
+    assert len(item["evidence"]) == 2 and all(e["citation"] for e in item["evidence"])
+    assert any("Discount Policy 2026" in e["citation"] for e in item["evidence"])
+    decide = f"/v1/approvals/{pending['approval_id']}:decide"
+    refused = client.post(decide, headers=dana, json={"decision": "edit_and_approve", "edits": {"discount_pct": 20}})
+    assert refused.status_code == 403 and refused.json()["error"]["code"] == "outside_limits"
+    assert client.post(decide, headers=dana, json={"decision": "edit_and_approve",
+                                                  "edits": {"term_months": 36}}).status_code == 200
+    deadline = time.monotonic() + 60
+    while client.get(f"/v1/runs/{run_id}", headers=home.headers(**SAM)).json()["status"] != "succeeded":
+        assert time.monotonic() < deadline, "the approved run never finished"
+        time.sleep(0.1)
+    [record] = crm.list_approvals("northwind", "acme")
+    assert (record.discount_pct, record.term_months) == (12, 36)
+    final = [e["data"] for e in events_of(client, home, run_id) if e["type"] == "final"][-1]
+    assert record.approval_id in final["answer"] and "12%" in final["answer"]
+    assert {c["document_id"] for c in final["citations"]} >= {"discount-policy-2026"}
