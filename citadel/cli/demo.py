@@ -104,22 +104,36 @@ class ApiClient:
             job = self._ok(self.http.get(f"/v1/admin/jobs/{job['job_id']}", headers=self._admin))
         return job
 
-    def run(self, user: User, content: str) -> tuple[str, list[dict]]:
-        """A conversation, one message, and the run's events read as they come until its final one."""
+    def run(self, user: User, content: str, until: tuple[str, ...] = ("final", "error")) -> tuple[str, list[dict]]:
+        """A conversation, one message, and the run's events read as they come until one of `until`."""
         conversation = self._ok(self.http.post("/v1/conversations", headers=self._headers(user)))["conversation_id"]
         run_id = self._ok(self.http.post(f"/v1/conversations/{conversation}/messages", json={"content": content},
                                          headers=self._headers(user)))["run_id"]
+        return run_id, self.events(user, run_id, until=until)
+
+    def events(self, user: User, run_id: str, after: int = 0,
+               until: tuple[str, ...] = ("final", "error")) -> list[dict]:
+        """The run's events after seq `after`, read as they come until one of `until`."""
         events: list[dict] = []
         deadline = time.monotonic() + JOB_TIMEOUT_S
         while time.monotonic() < deadline:
-            after = events[-1]["seq"] if events else 0
-            page = self._ok(self.http.get(f"/v1/runs/{run_id}/events", params={"after_seq": after},
+            seq = events[-1]["seq"] if events else after
+            page = self._ok(self.http.get(f"/v1/runs/{run_id}/events", params={"after_seq": seq},
                                           headers={**self._headers(user), "accept": "application/json"}))
             events.extend(page)
-            if any(e["type"] in ("final", "error") for e in page):
-                return run_id, events
+            if any(e["type"] in until for e in page):
+                return events
             time.sleep(JOB_POLL_S)
-        raise SystemExit(f"demo failed: run {run_id} did not finish in {JOB_TIMEOUT_S:.0f} s")
+        raise SystemExit(f"demo failed: run {run_id} sent none of {until} in {JOB_TIMEOUT_S:.0f} s")
+
+    def approvals(self, user: User) -> list[dict]:
+        return self._ok(self.http.get("/v1/approvals", headers=self._headers(user)))["approvals"]
+
+    def decide(self, user: User, approval_id: str, decision: str, edits: dict | None = None,
+               comment: str = "") -> httpx.Response:
+        """The reviewer's decision; the response as it is (a refusal is part of the tour)."""
+        return self.http.post(f"/v1/approvals/{approval_id}:decide", headers=self._headers(user),
+                              json={"decision": decision, "edits": edits, "comment": comment})
 
     def withdraw(self, tenant: str, document_id: str) -> dict:
         return self._ok(self.http.post(f"/v1/admin/tenants/{tenant}/documents/{document_id}/withdraw",
@@ -219,6 +233,9 @@ def run_demo() -> None:
     config = load_config()
     config.home = DEMO_HOME.resolve()
     config.serving.port = _free_port()
+    # The example CRM (examples/crm) and its tools, for the approval in step 12.
+    config.tools.example_crm = True
+    config.tools.registry_file = EXAMPLES / "crm" / "tools.yaml"
     ingest_examples(Wiring(config=config))
 
     console.print(f"starting a local cluster ({config.serving.topology}) on 127.0.0.1:{config.serving.port} ...")
@@ -278,11 +295,40 @@ def _running_example(api: ApiClient, sales: User) -> None:
     _expect(any(c["resolved_to"] == "discount-policy-2026" for c in final["conflicts"]),
             "the 2025 policy's conflict was not reported and resolved for 2026")
     _expect(all(c["document_id"] != "margin-model" for c in final["citations"]), "finance-only document leaked")
+    _approval(api, sales)
     api.withdraw("northwind", "acme-msa")
-    stopped = _run(api, "12. The agreement withdrawn: the run stops by rule and says what it could not confirm",
+    stopped = _run(api, "13. The agreement withdrawn: the run stops by rule and says what it could not confirm",
                    sales, question)
     _expect(stopped["stop_reason"] is not None and any("tenure" in m for m in stopped["missing"]),
             f"expected a stopped run missing the tenure: {stopped['stop_reason']} {stopped['missing']}")
+
+
+def _approval(api: ApiClient, sales: User) -> None:
+    """Issue 16's running example: the run proposes a discount approval (T2), parks, and a deal-desk
+    reviewer decides; the example CRM holds the record the answer names."""
+    question = ("Acme renews next month. Are they eligible for the multi-year discount? "
+                "Propose 12% for 24 months.")
+    reviewer = User("northwind", "dana", ("deal-desk",))
+    run_id, events = api.run(sales, question, until=("approval_required", "final", "error"))
+    required = next((e["data"] for e in events if e["type"] == "approval_required"), None)
+    _expect(required is not None, "the run did not ask for an approval")
+    lines = [f"[bold]{sales.name}[/bold] asks: [italic]{question}[/italic]", f"run {run_id} is waiting for "
+             f"{required['approver_group']}: {required['tool']} {required['arguments']}"]
+    too_much = api.decide(reviewer, required["approval_id"], "edit_and_approve", {"discount_pct": 20})
+    _expect(too_much.status_code == 403, f"a 20% edit was not refused: {too_much.status_code}")
+    lines.append(f"{reviewer.name} tries 20%: {too_much.status_code} {too_much.json()['error']['code']}")
+    approved = api.decide(reviewer, required["approval_id"], "edit_and_approve", {"term_months": 36},
+                          "three years, within the policy's 12%")
+    _expect(approved.status_code == 200, f"the approval failed: {approved.status_code} {approved.text}")
+    lines.append(f"{reviewer.name} edits the term and approves: {approved.json()['final_args']}")
+    rest = api.events(sales, run_id, after=events[-1]["seq"])
+    final = next(e["data"] for e in rest if e["type"] == "final")
+    [action] = final["actions"]
+    _expect(action["status"] == "ok" and action["result"]["approval_id"] in final["answer"],
+            f"the answer does not name the CRM's approval: {final['answer']}")
+    lines += ["", final["answer"]]
+    console.print(Panel("\n".join(lines), title="12. An action with a person's approval: the CRM holds one record, "
+                                                  "the answer names it"))
 
 
 if __name__ == "__main__":
