@@ -131,6 +131,8 @@ def create_api() -> FastAPI:
     _add_run_routes(app)
     _add_admin_routes(app)
     _add_drill_routes(app)
+    from serving.http.review_page import add_review_routes  # it imports this module's helpers
+    add_review_routes(app)
     return app
 
 
