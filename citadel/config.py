@@ -515,6 +515,11 @@ class ToolsConfig(_Section):
     eval_dir: Optional[Path] = Field(None, description="Where each tool's evaluation set is appended "
                                      "(<eval_dir>/<tool>.jsonl: reviewers' edits and rejections as "
                                      "proposed/final pairs); None: <home>/tool_eval.")
+    review_group: str = Field("knowledge-owners", min_length=1, max_length=256,
+                              description="Who reviews a failed check when no document owner or tool approver "
+                                          "group is named (citadel/tools/reviews.py).")
+    review_expire_after_s: float = Field(7 * 86_400.0, gt=0, description="A review task not decided in this "
+                                         "time expires: the held answer or action is not given.")
 
 
 class CitadelConfig(_Section):

@@ -297,12 +297,14 @@ class Wiring:
         from citadel.agent.orchestrator import Orchestrator
         from citadel.resilience.crash_points import after_step
         from citadel.tools.honeypots import HoneypotPlanter
+        from citadel.tools.reviews import ReviewPolicy
 
         options.setdefault("after_step", after_step)
         options.setdefault("memory", self.conversation_memory)
         options.setdefault("approvals", self.approval_store)
         options.setdefault("wall_clock", self.clock or time.time)
         options.setdefault("honeypots", HoneypotPlanter.from_config(self.config.tools))
+        options.setdefault("reviews", ReviewPolicy.from_config(self.config.tools))
         return Orchestrator(run_store, self.answer_service, planner or self.planner, self.agent_tools,
                             self.config.agent, cost_per_1k_tokens=self.config.state.cost_per_1k_tokens, **options)
 

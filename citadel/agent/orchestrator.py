@@ -49,7 +49,9 @@ from citadel.agent.evidence import (UNIFORM_IDF, EvidenceSet, distinct_parts, ev
                                     skip_reflection, superseded_documents)
 from citadel.agent.plan import MAX_PLAN_STEPS, Plan, PlanInvalid, Reflection, Step, check_steps
 from citadel.agent.planner import SEARCH, PlanContext, Planner, RulesPlanner
-from citadel.agent.tools import ApprovalRequired, StepContext, StepExecutor, ToolRegistry, ToolStepExecutor
+from citadel.agent.checks import answer_check
+from citadel.agent.tools import (ApprovalRequired, StepContext, StepExecutor, ToolRefused, ToolRegistry,
+                                 ToolStepExecutor)
 from citadel.answer.gate import term_idf
 from citadel.answer.prompt import PromptItem
 from citadel.answer.text import content_terms
@@ -62,6 +64,9 @@ from citadel.state.conversations import ASSISTANT, USER
 from citadel.state.runs import FINISHED, EventType, Run, RunStatus, RunStore
 from citadel.tools.approvals import Approval, ApprovalStatus, ApprovalStore
 from citadel.tools.honeypots import HoneypotPlanter
+from citadel.tools.spec import RiskTier
+from citadel.tools.reviews import (CLOSED, GO, HOLD, MAX_REVIEW_ROUNDS, FailedCheck, ReviewPolicy, ReviewReason, Verdict,
+                                   held_body, latest_review, request_review, settle)
 from citadel.tracing import emit_span
 from citadel.types import Passage, Principal
 
@@ -74,6 +79,12 @@ CANCELLED, REPLAN_FAILED = "cancelled", "replan_failed"
 # Not a stop: the run waits for a person's approval (status WAITING) and is restarted by the decision.
 PARKED = "parked"
 NEEDS_APPROVAL = "needs_approval"
+NEEDS_REVIEW = "needs_review"  # a failed check waits for a person (citadel/tools/reviews.py)
+# The policy engine's refusals a person can settle, and the review each becomes.
+REVIEWABLE = {"outside_limits": ReviewReason.ACTION_OUT_OF_SCOPE,
+              "invalid_tool_response": ReviewReason.INVALID_TOOL_RESPONSE}
+# A held answer's review tasks are keyed by this base (a step's by its step id).
+ANSWER_REVIEW = "answer"
 # The first plan and at most this many re-plans.
 MAX_REPLANS = 3
 # Answer text streams in token events of about this many words (more per event for a long answer).
@@ -135,7 +146,7 @@ class Orchestrator:
                  executor: StepExecutor | None = None, after_step: Callable[[str, str], None] | None = None,
                  today: Callable[[], str] | None = None, memory: ConversationMemory | None = None,
                  approvals: ApprovalStore | None = None, wall_clock: Callable[[], float] = time.time,
-                 honeypots: HoneypotPlanter | None = None):
+                 honeypots: HoneypotPlanter | None = None, reviews: ReviewPolicy | None = None):
         """`executor`: runs one step (injectable: a test counts executions or holds steps at a barrier);
         `after_step(run_id, step_id)`: called once a step's result and event are recorded (a test kills
         the driver there); `today`: the ISO date deciding which effective dates are in force;
@@ -143,7 +154,9 @@ class Orchestrator:
         and the answer is recorded there as the assistant's turn, by whichever driver delivers it);
         `approvals`: where a T2 call's approval waits (without one, such a call fails the step);
         `wall_clock`: the time approvals escalate and expire by (shared across processes);
-        `honeypots`: plants a deliberately wrong approval request now and then, to measure reviews."""
+        `honeypots`: plants a deliberately wrong approval request now and then, to measure reviews;
+        `reviews`: who reviews a failed check and for how long its task waits (citadel/tools/reviews.py;
+        checks go to a person only with `approvals`, the store their tasks wait in)."""
         self.store = store
         self.answers = answer_service
         self.planner = planner
@@ -159,6 +172,7 @@ class Orchestrator:
         self.approvals = approvals
         self.wall_clock = wall_clock
         self.honeypots = honeypots
+        self.reviews = reviews or ReviewPolicy()
 
     # ------------------------------------------------------------------ the drive
     def drive(self, run_id: str, owner: str) -> Run:
@@ -214,7 +228,8 @@ class Orchestrator:
             self.store.update(state.run_id, status=RunStatus.WAITING)
             return
         self._renew(state, owner)
-        self._synthesize(state, stop)
+        if self._synthesize(state, stop) == PARKED:  # the answer waits for a review
+            self.store.update(state.run_id, status=RunStatus.WAITING)
 
     def _renew(self, state: RunState, owner: str) -> None:
         if not self.store.renew(state.run_id, owner, self.config.lease_ttl_s):
@@ -368,8 +383,11 @@ class Orchestrator:
                 for future in done:
                     step = running.pop(future)
                     outcome = future.result()
-                    if outcome["status"] == NEEDS_APPROVAL:
-                        self._await_approval(state, step, outcome)
+                    if outcome["status"] in (NEEDS_APPROVAL, NEEDS_REVIEW):
+                        if outcome["status"] == NEEDS_APPROVAL:
+                            self._await_approval(state, step, outcome)
+                        else:
+                            self._await_review(state, step, outcome)
                         reason = PARKED  # start nothing more; the steps in flight finish and are recorded
                         continue
                     self._finish_step(state, step, outcome)
@@ -381,14 +399,25 @@ class Orchestrator:
         """One step on a worker thread (a span with the chunk ids it found); a failure is the step's
         result, not the run's end."""
         started = time.perf_counter()
+        rounds, review = latest_review(self.approvals, state.run_id, step.id) if self.approvals else (0, None)
         try:
+            if review is not None and review.status is ApprovalStatus.PENDING:
+                return {"status": NEEDS_REVIEW, "passages": [], "review_id": review.approval_id}
+            if review is not None and review.status is not ApprovalStatus.APPROVED:
+                return {"status": "failed", "error": f"review_{review.status}", "passages": [],
+                        "review_id": review.approval_id, "comment": review.comment}
+            corrected = None
+            if review is not None and review.reason == ReviewReason.ACTION_OUT_OF_SCOPE and review.final_args:
+                # The reviewer's correction: checked against their limit when decided (an approver's edit)
+                corrected = review.final_args
+                step = step.model_copy(update={"args": corrected})
             approval = self._approval_for(state, step)
             if approval is not None and approval.status == ApprovalStatus.PENDING:
                 return {"status": NEEDS_APPROVAL, "passages": [], "approval_id": approval.approval_id}
             if approval is not None and approval.status != ApprovalStatus.APPROVED:
                 return {"status": "failed", "error": f"approval_{approval.status}", "passages": [],
                         "approval_id": approval.approval_id}
-            approved = approval.final_args if approval is not None else None
+            approved = approval.final_args if approval is not None else self._approved_correction(step, corrected)
             result = self.executor.execute(StepContext(state.run_id, state.principal, approved), step,
                                            self.tools.for_step(step))
             passages = [passage_from_record(r) for r in result.get("passages", [])]
@@ -403,6 +432,14 @@ class Orchestrator:
             else:
                 outcome = {"status": NEEDS_APPROVAL, "passages": [], "tool": required.spec.name,
                            "arguments": required.arguments}
+        except ToolRefused as refused:
+            reason = REVIEWABLE.get(refused.code)
+            if reason is not None and self.approvals is not None and rounds < MAX_REVIEW_ROUNDS:
+                # a person settles it: the reviewer corrects (the arguments, or the system), asks or rejects
+                outcome = {"status": NEEDS_REVIEW, "passages": [], "reason": str(reason), "tool": step.tool,
+                           "arguments": dict(step.args), "detail": refused.message, "round": rounds + 1}
+            else:
+                outcome = {"status": "failed", "error": refused.code, "passages": []}
         except CitadelError as error:
             outcome = {"status": "failed", "error": error.code, "passages": []}
         except Exception:
@@ -445,6 +482,28 @@ class Orchestrator:
             "approval_id": approval_id, "step_id": step.id, "tool": approval.tool, "arguments": approval.proposed_args,
             "approver_group": approval.approver_group, "expire_at": approval.expire_at})
 
+    def _approved_correction(self, step: Step, corrected: dict[str, Any] | None) -> dict[str, Any] | None:
+        """A T2 action the tool's approver group corrected is approved by that correction (the group
+        that would approve it made it, within its limit): it runs after every check again, now."""
+        spec = self.tools.spec(step.tool)
+        if corrected is None or spec is None or spec.risk_tier is not RiskTier.T2:
+            return None
+        return corrected if self.reviews.tool_reviewers(spec) == spec.approver_group else None
+
+    def _await_review(self, state: RunState, step: Step, outcome: dict[str, Any]) -> None:
+        """A step's failed check goes to a person (citadel/tools/reviews.py): the task (once per round),
+        and a `review_pending` event; the step stays unrecorded until the task is decided."""
+        task = self.approvals.get(outcome["review_id"]) if "review_id" in outcome else None
+        if task is None:
+            failed = FailedCheck(ReviewReason(outcome["reason"]), self.reviews.tool_reviewers(self.tools.spec(step.tool)),
+                                 outcome["detail"], step.tool, outcome["arguments"],
+                                 self._evidence_lines(state, step, outcome["arguments"]))
+            task = request_review(self.approvals, failed, tenant_id=state.principal.tenant_id, run_id=state.run_id,
+                                  base=step.id, round_=outcome["round"], requester=state.principal.user_id,
+                                  now=self.wall_clock(), expire_after_s=self.reviews.expire_after_s)
+        self._emit(state, EventType.REVIEW_PENDING, f"review:{task.approval_id}",
+                   {"step_id": step.id, **held_body(task, task.context.get("message", ""))})
+
     def _requested_actions(self, state: RunState) -> list:
         """What the user's own message asks the run to do, for the case's subject (the first name in
         the message, else in the user's earlier questions)."""
@@ -455,10 +514,13 @@ class Orchestrator:
     def _review_context(self, state: RunState, step: Step, arguments: dict[str, Any]) -> dict[str, Any]:
         """What the reviewer reads beside the proposal: the record it would change, as the requester
         may read it now, and two lines of the run's evidence with their citations."""
-        about = " ".join([state.run.question, step.ask, *(str(v) for v in arguments.values())])
-        passages = gathered(state.step_records())
         return {"current": self.tools.current_record(step.tool, state.principal, arguments),
-                "evidence": evidence_lines(passages, about)}
+                "evidence": self._evidence_lines(state, step, arguments)}
+
+    @staticmethod
+    def _evidence_lines(state: RunState, step: Step, arguments: dict[str, Any]) -> list[dict[str, str]]:
+        about = " ".join([state.run.question, step.ask, *(str(v) for v in arguments.values())])
+        return evidence_lines(gathered(state.step_records()), about)
 
     def _finish_step(self, state: RunState, step: Step, result: dict[str, Any]) -> None:
         passages = [passage_from_record(r) for r in result["passages"]]
@@ -564,7 +626,8 @@ class Orchestrator:
                            state.meter, self.today(), checks, searched, acted)
 
     # ------------------------------------------------------------------ synthesis and delivery
-    def _synthesize(self, state: RunState, stop: str | None) -> None:
+    def _synthesize(self, state: RunState, stop: str | None) -> str | None:
+        """The answer, recorded and delivered; PARKED when a failed check holds it for a review."""
         record = state.records.get("answer")
         evidence = self._evidence(state, pending=False) if record is None else None
         if evidence is not None and stop == CANCELLED:
@@ -592,11 +655,32 @@ class Orchestrator:
                 record["answer"] = " ".join([record["answer"], *(c["note"] for c in resolved if c["note"])])
             if record["missing"] and not response.refused:  # a partial answer says what it lacks
                 record["answer"] = f"{record['answer']} {missing_note(record['missing'])}"
+            verdict = self._answer_verdict(state, evidence, passages, conflicts, record, response.invalid_markers)
+            if verdict.action == HOLD:
+                self._emit(state, EventType.REVIEW_PENDING, f"review:{verdict.task.approval_id}",
+                           held_body(verdict.task, verdict.task.context.get("message", "")))
+                return PARKED
+            if verdict.action == CLOSED:
+                record = {**record, "answer": closed_answer(verdict), "refused": True,
+                          "reason": f"review_{verdict.task.status}", "citations": [], "conflicts": []}
             if actions_of(state):
                 record["answer"] = f"{record['answer']} {actions_note(state)}"
             record["conflicts"] = [*record["conflicts"], *resolved]
             record = self._record(state, "answer", record)
         self._deliver(state, record, stop, AGENTIC)
+        return None
+
+    def _answer_verdict(self, state: RunState, evidence: EvidenceSet, passages: list[Passage],
+                        conflicts: list[dict[str, Any]], record: dict[str, Any], invalid_markers: int) -> Verdict:
+        """Whether the answer goes out, waits for a review, or was closed by one (citadel/tools/reviews.py)."""
+        if self.approvals is None or record["refused"]:
+            return Verdict(GO)
+        cited = [c["document_id"] for c in record["citations"]]
+        failed = answer_check(state.run.question, passages, cited, evidence.records, invalid_markers, self.reviews,
+                              evidence.today, conflicts)
+        return settle(self.approvals, failed, tenant_id=state.principal.tenant_id, run_id=state.run_id,
+                      base=ANSWER_REVIEW, requester=state.principal.user_id, now=self.wall_clock(),
+                      expire_after_s=self.reviews.expire_after_s)
 
     def _conversation(self, state: RunState) -> ConversationContext | None:
         """The conversation so far, less this run's own question, live-checked when first needed in
@@ -726,7 +810,7 @@ def gathered(step_records: list[tuple[Step, dict[str, Any]]]) -> list[Passage]:
 def actions_of(state: RunState) -> list[dict[str, Any]]:
     """The steps that called a tool other than search: what each did (its system's answer) or why not."""
     return [{"step_id": step.id, "tool": step.tool, "status": record.get("status"), "error": record.get("error"),
-             "result": record.get("result")}
+             "result": record.get("result"), **({"comment": record["comment"]} if record.get("comment") else {})}
             for step, record in state.step_records() if step.tool != SEARCH]
 
 
@@ -740,8 +824,14 @@ def actions_note(state: RunState) -> str:
                    k != "external_id" and isinstance(v, (str, int))]
             sentences.append(f"Done: {action['tool']}" + (f" ({', '.join(ids)})." if ids else "."))
         else:
-            sentences.append(f"Not done: {action['tool']} ({action['error']}).")
+            said = f": {action['comment']}" if action.get("comment") else ""  # a reviewer's word, to the requester
+            sentences.append(f"Not done: {action['tool']} ({action['error']}{said}).")
     return " ".join(sentences)
+
+
+def closed_answer(verdict: Verdict) -> str:
+    """What a run answers when the review of its held answer did not correct it."""
+    return f"The answer was held for a review ({verdict.task.reason}). {verdict.closed_message}"
 
 
 def missing_note(missing: list[str]) -> str:

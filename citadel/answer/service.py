@@ -70,6 +70,9 @@ class AnswerResponse:
     passages: list[Passage] = field(default_factory=list)  # what the gate saw (evaluation, logs)
     gate: GateDecision | None = None
     trace: "AnswerTrace | None" = None  # what each stage kept (evaluation: `eval rag --by-stage`)
+    # Citation markers the draft had that named no source (the validator removed them): a failed
+    # check that goes to a person before the answer leaves (citadel/agent/checks.py). Not public.
+    invalid_markers: int = 0
 
     def to_dict(self) -> dict:
         """The public JSON of `ask --json` and the HTTP API: exactly these keys."""
@@ -331,7 +334,8 @@ class AnswerService:
         log_extra.update(model_id=model_id, sources=[_source_log(s) for s in sources],
                          validation={"fallback": validated.fallback, "removed": validated.removed})
         return AnswerResponse(request_id, answer, False, None, degraded, citations, conflict_dicts,
-                              passages=passages, gate=decision, trace=trace)
+                              passages=passages, gate=decision, trace=trace,
+                              invalid_markers=validated.removed["markers"])
 
     # ------------------------------------------------------------------ stages
     @staticmethod

@@ -109,9 +109,13 @@ class PauseRequest(_Body):
 
 
 class DecisionRequest(_Body):
-    decision: Literal["approve", "edit_and_approve", "reject"]
-    edits: Optional[dict[str, Any]] = Field(None, description="edit_and_approve: the arguments changed "
-                                            "(checked again by the policy engine: schema and the approver's limit).")
+    decision: Literal["approve", "edit_and_approve", "reject", "correct", "request_info"] = Field(
+        description="An approval: approve | edit_and_approve | reject. A review task for a failed check: "
+                    "correct (the source was fixed, or the action's arguments are edited; every check runs "
+                    "again) | request_info | reject.")
+    edits: Optional[dict[str, Any]] = Field(None, description="edit_and_approve, or correct on an action out of "
+                                            "scope: the arguments changed (checked again by the policy engine: "
+                                            "schema and the approver's limit).")
     comment: str = Field("", description="Why (at most 2,000 characters); kept with the decision.")
 
 

@@ -47,6 +47,7 @@ from citadel.errors import CitadelError, Forbidden, InvalidRequest, NotFound
 from citadel.state.runs import EventType, RunStore
 from citadel.tools.approvals import MAX_LIST, Approval, ApprovalStatus, ApprovalStore, TaskKind
 from citadel.tools.honeypots import shown_run_id
+from citadel.tools.reviews import ANSWER, SINGLE_SHOT_PREFIX, ReviewReason
 from citadel.tools.policy import Action, PolicyEngine, Reason
 from citadel.tools.spec import TOOL_NAME_PATTERN
 from serving.services.access import Caller
@@ -108,13 +109,13 @@ class ApprovalsService:
         if status is not None and wanted is None:
             raise InvalidRequest(f"status is one of {sorted(STATUSES)}")
         principal = caller.principal
-        found = self.approvals.list(principal.tenant_id, principal.groups, wanted)
+        found = self.approvals.list(principal.tenant_id, reviewer_names(principal), wanted)
         return {"approvals": [public(a) for a in found]}
 
     def review_items(self, caller: Caller) -> list[dict]:
         """The reviewer page's pending tasks for the caller (serving/services/review_items.py)."""
         principal = caller.principal
-        found = self.approvals.list(principal.tenant_id, principal.groups, ApprovalStatus.PENDING)
+        found = self.approvals.list(principal.tenant_id, reviewer_names(principal), ApprovalStatus.PENDING)
         return [review_item(a, self.policy.spec(a.tool) if self.policy is not None else None, public(a))
                 for a in found]
 
@@ -129,13 +130,17 @@ class ApprovalsService:
         if decision not in allowed:
             raise InvalidRequest(f"a {approval.kind} is decided with one of {list(allowed)}")
         reviewer = caller.principal
-        if not set(reviewer.groups) & set(approval.deciders()):
+        if not reviewer_names(reviewer) & set(approval.deciders()):
             raise Forbidden(f"only {' or '.join(approval.deciders())} may decide this approval")
         if approval.honeypot:
             return self._decide_honeypot(approval, decision, edits, comment, reviewer)
+        corrects_action = approval.kind is TaskKind.REVIEW and approval.reason == ReviewReason.ACTION_OUT_OF_SCOPE
+        if edits and approval.kind is TaskKind.REVIEW and not corrects_action:
+            raise InvalidRequest("this review corrects the source, not arguments: it takes no edits")
         final = _final_args(approval, decision, edits)
-        if final is not None and approval.kind is TaskKind.APPROVAL:
-            self._check(approval, final, reviewer)  # a review's corrected action meets the policy on its re-run
+        if final is not None and (approval.kind is TaskKind.APPROVAL or corrects_action):
+            # a corrected action is the reviewer's edit of it: within their limit, like an approval's
+            self._check(approval, final, reviewer)
         decided = self.approvals.decide(approval_id, allowed[decision], reviewer.user_id, final, comment)
         self._count_real(decided)
         self._record_for_evaluation(decided, decision)
@@ -143,7 +148,10 @@ class ApprovalsService:
         return public(decided)
 
     def _resume_run(self, decided: Approval) -> None:
-        """Tell the run its approval was decided (or expired), and start it again to act on that."""
+        """Tell the run its approval was decided (or expired), and start it again to act on that. A
+        held single-shot answer has no run: the user asks again, and every check runs again."""
+        if decided.run_id.startswith(SINGLE_SHOT_PREFIX):
+            return
         self.runs.append(decided.run_id, EventType.PROGRESS, {
             "key": f"approval_decided:{decided.approval_id}", "stage": "approval_decided",
             "approval_id": decided.approval_id, "status": str(decided.status), "decided_by": decided.decided_by,
@@ -194,6 +202,8 @@ class ApprovalsService:
         tools: dict[str, dict[str, Any]] = {}
         times: dict[str, list[float]] = {}
         for approval in found:
+            if approval.kind is not TaskKind.APPROVAL:
+                continue  # a review task for a failed check is not an approval of the tool's call
             if approval.honeypot:
                 team = teams.setdefault(approval.approver_group, {"caught": 0, "missed": 0, "expired": 0})
                 team[_honeypot_outcome(approval.status)] += 1
@@ -251,7 +261,7 @@ class ApprovalsService:
 
     # ------------------------------------------------------------------ real approvals
     def _count_real(self, decided: Approval) -> None:
-        if self.metrics is None:
+        if self.metrics is None or decided.kind is not TaskKind.APPROVAL:
             return
         seconds = None
         if decided.status is not ApprovalStatus.EXPIRED and decided.decided_at is not None:
@@ -260,8 +270,8 @@ class ApprovalsService:
 
     def _record_for_evaluation(self, decided: Approval, decision: str) -> None:
         """Append an edit or a rejection to the tool's evaluation set (see the module docstring)."""
-        if self.eval_dir is None or decided.honeypot:
-            return
+        if self.eval_dir is None or decided.honeypot or decided.tool == ANSWER:
+            return  # a held answer's review has no tool arguments to learn from
         if decided.status is ApprovalStatus.APPROVED and decided.final_args == decided.proposed_args:
             return  # approved as proposed: nothing to learn
         if TOOL_NAME_PATTERN.fullmatch(decided.tool) is None:  # a file name: never a path
@@ -305,6 +315,12 @@ class ApprovalsService:
         if approval is None or approval.tenant_id != caller.principal.tenant_id:
             raise NotFound(f"no approval {approval_id!r}")
         return approval
+
+
+def reviewer_names(principal) -> set[str]:
+    """What a task's deciders are matched against: the reviewer's groups, and their user id (a
+    document's owner may name one person rather than a group)."""
+    return {*principal.groups, principal.user_id}
 
 
 def decisions_for(approval: Approval) -> dict[str, ApprovalStatus]:

@@ -63,9 +63,17 @@ def spec_identifiers(spec: ToolSpec) -> set[str]:
     return set(PATH_PLACEHOLDER.findall(spec.http.current_path))
 
 
+REVIEW_TITLES = {"conflict_undated": "Versions disagree and no reliable date settles it",
+                 "missing_reference": "The answer cited a reference that does not exist",
+                 "invalid_tool_response": "A tool answered with something its schema refuses",
+                 "action_out_of_scope": "An action outside the tool's policy"}
+
+
 def title_of(approval: Approval) -> str:
     if approval.kind is TaskKind.REVIEW:
-        return str(approval.context.get("message") or f"A check failed: {approval.reason}")
+        title = REVIEW_TITLES.get(approval.reason or "", f"A check failed ({approval.reason})")
+        detail = str(approval.context.get("detail") or "")
+        return f"{title}: {detail}" if detail else title
     subject = next((str(v) for k, v in approval.proposed_args.items() if k.endswith("_id")), "")
     return f"{approval.tool}{' for ' + subject if subject else ''}, requested by {approval.requester}"
 

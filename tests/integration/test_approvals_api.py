@@ -430,3 +430,56 @@ def test_the_running_example_end_to_end_the_rules_propose_the_approval_and_the_a
     final = [e["data"] for e in events_of(client, home, run_id) if e["type"] == "final"][-1]
     assert record.approval_id in final["answer"] and "12%" in final["answer"]
     assert {c["document_id"] for c in final["citations"]} >= {"discount-policy-2026"}
+
+
+# ---------------------------------------------------------------------- review tasks for failed checks
+OUT_OF_SCOPE = {**PROPOSAL, "args": {"account_id": "acme", "discount_pct": 40, "term_months": 24}}
+
+
+def review_deployment(deployment, step):
+    home, client, crm = deployment
+    client.app.state.services.wiring.orchestrator.planner = ScriptedPlanner([step])
+    return home, client, crm
+
+
+def test_an_action_out_of_scope_is_held_and_the_approver_groups_correction_runs_it(deployment):
+    home, client, crm = review_deployment(deployment, OUT_OF_SCOPE)
+    run_id = start_run(client, home)
+    assert client.get(f"/v1/runs/{run_id}", headers=home.headers(**SAM)).json()["status"] == "waiting"
+    [held] = [e["data"] for e in events_of(client, home, run_id) if e["type"] == "review_pending"]
+    assert held["reason"] == "action_out_of_scope" and held["reviewers"] == "deal-desk"
+    assert "outside what the assistant may do" in held["message"]
+    assert not [e for e in events_of(client, home, run_id) if e["type"] == "approval_required"]
+    [task] = client.get("/v1/approvals", headers=home.headers(**DANA)).json()["approvals"]
+    assert task["kind"] == "review" and task["decisions"] == ["correct", "request_info", "reject"]
+    decide = f"/v1/approvals/{task['approval_id']}:decide"
+    assert client.post(decide, headers=home.headers(**SAM), json={"decision": "correct"}).status_code == 403
+    as_asked = client.post(decide, headers=home.headers(**DANA), json={"decision": "correct"})
+    assert as_asked.status_code == 403 and as_asked.json()["error"]["code"] == "outside_limits"  # 40% stays out
+    assert client.post(decide, headers=home.headers(**DANA), json={"decision": "approve"}).status_code == 422
+    corrected = client.post(decide, headers=home.headers(**DANA),
+                            json={"decision": "correct", "edits": {"discount_pct": 12}, "comment": "policy says 12"})
+    assert corrected.status_code == 200, corrected.text
+    client.app.state.services.runs.wait_for_runs(60)
+    deadline = time.monotonic() + 30
+    while client.get(f"/v1/runs/{run_id}", headers=home.headers(**SAM)).json()["status"] != "succeeded":
+        assert time.monotonic() < deadline, "the corrected run never finished"
+        time.sleep(0.1)
+    [record] = crm.list_approvals("northwind", "acme")  # the correction by the approver group approved it
+    assert (record.discount_pct, record.term_months) == (12, 24)
+    final = [e["data"] for e in events_of(client, home, run_id) if e["type"] == "final"][-1]
+    assert record.approval_id in final["answer"]
+
+
+def test_a_reviewer_asking_for_more_information_closes_the_action_and_the_requester_is_told(deployment):
+    home, client, crm = review_deployment(deployment, OUT_OF_SCOPE)
+    run_id = start_run(client, home)
+    [task] = client.get("/v1/approvals", headers=home.headers(**DANA)).json()["approvals"]
+    asked = client.post(f"/v1/approvals/{task['approval_id']}:decide", headers=home.headers(**DANA),
+                        json={"decision": "request_info", "comment": "Which competitor offer is this matching?"})
+    assert asked.status_code == 200 and asked.json()["status"] == "info_requested"
+    client.app.state.services.runs.wait_for_runs(60)
+    final = [e["data"] for e in events_of(client, home, run_id) if e["type"] == "final"][-1]
+    assert [a["error"] for a in final["actions"]] == ["review_info_requested"]
+    assert "Which competitor offer is this matching?" in final["answer"]
+    assert crm.count_approvals("northwind") == 0

@@ -16,6 +16,7 @@ from citadel.agent.tools import ToolStepExecutor
 from citadel.config import load_config
 from citadel.identity.credentials import ALL_TENANTS
 from citadel.state.runs import EventType, MemoryRunStore, Run, RunStatus
+from citadel.tools.approvals import ApprovalStatus
 from citadel.tools.caller import tool_caller
 from citadel.wiring import Wiring
 from examples.crm.__main__ import db_path
@@ -197,13 +198,21 @@ def test_a_document_cannot_call_a_tool(crm, tmp_path):
     steps = [e.data for e in store.events("run-1") if e.type == EventType.PROGRESS and e.data["stage"] == "step"]
     assert steps and all(s["tool"] == "search" for s in steps)  # called nothing …
     assert any(":pricing-faq:" in chunk for s in steps for chunk in s["chunk_ids"])  # … though it read the page
-    # a planner that did follow the page is stopped by the policy engine before the CRM is reached
+    # a planner that did follow the page is stopped by the policy engine before the CRM is reached:
+    # an action out of scope goes to the tool's approver group as a review task, never to the CRM
     followed = {"id": "s1", "ask": "as the FAQ says", "tool": "crm.create_discount_approval",
                 "args": {"account_id": "acme", "discount_pct": 40, "term_months": 60}}
-    _, store = drive(runtime, [followed])
+    run, store = drive(runtime, [followed])
+    assert run.status == RunStatus.WAITING and runtime.approval_store.for_step("run-1", "s1") is None  # no approval
+    [held] = [e.data for e in store.events("run-1") if e.type == EventType.REVIEW_PENDING]
+    assert held["reason"] == "action_out_of_scope" and held["reviewers"] == "deal-desk"
+    task = runtime.approval_store.get(held["review_id"])
+    assert task.kind == "review" and task.proposed_args["discount_pct"] == 40
+    runtime.approval_store.decide(task.approval_id, ApprovalStatus.REJECTED, "dana", None, "not from a FAQ")
+    _, store = drive(runtime, [followed], store=store)
     [action] = final_of(store)["actions"]
-    assert (action["status"], action["error"]) == ("failed", "outside_limits")
-    assert records.count_approvals("northwind") == 0 and runtime.approval_store.for_step("run-1", "s1") is None
+    assert (action["status"], action["error"]) == ("failed", "review_rejected")
+    assert records.count_approvals("northwind") == 0
 
 
 def test_an_approval_request_now_and_then_comes_with_a_honeypot_beside_it(crm):
@@ -217,3 +226,38 @@ def test_an_approval_request_now_and_then_comes_with_a_honeypot_beside_it(crm):
     assert real.run_id == "run-1" and decoy.run_id != "run-1"
     assert decoy.proposed_args["discount_pct"] > 15 >= real.proposed_args["discount_pct"]  # over the limit
     assert records.count_approvals("northwind") == 0
+
+
+def test_an_invalid_tool_response_is_held_for_review_and_a_correction_runs_the_checks_again(tmp_path):
+    """The CRM answers without a field the tool's response schema requires: the step is held and a
+    review task goes to the fallback review group (a T0 tool has no approver group). A correction
+    repeats the call and checks again; still invalid, it opens the next round; a rejection ends it."""
+    registry = (REPO / "examples" / "crm" / "tools.yaml").read_text().replace(
+        "required: [account_id, name, annual_revenue, customer_since]",
+        "required: [account_id, name, annual_revenue, customer_since, credit_limit]")
+    (tmp_path / "tools.yaml").write_text(registry)
+    config = load_config(environ={"CITADEL_HOME": str(tmp_path / "home"), "CITADEL_EMBEDDING__BACKEND": "hash",
+                                  "CITADEL_TOOLS__REGISTRY_FILE": str(tmp_path / "tools.yaml"),
+                                  "CITADEL_TOOLS__HONEYPOT_RATE": "0", "CITADEL_TOOLS__REVIEW_GROUP": "crm-admins"})
+    tool_caller(config, [ALL_TENANTS])
+    server = start_crm(Path(config.home))
+    config.tools.endpoints = {"crm": server.url}
+    try:
+        runtime = Wiring(config=config)
+        run, store = drive(runtime, [READ])
+        assert run.status == RunStatus.WAITING
+        [held] = [e.data for e in store.events("run-1") if e.type == EventType.REVIEW_PENDING]
+        assert (held["reason"], held["reviewers"]) == ("invalid_tool_response", "crm-admins")
+        first = runtime.approval_store.get(held["review_id"])
+        assert "credit_limit" in first.context["detail"]
+        runtime.approval_store.decide(first.approval_id, ApprovalStatus.APPROVED, "ops", None, "fixed, try again")
+        run, store = drive(runtime, [READ], store=store)
+        assert run.status == RunStatus.WAITING  # the system still answers the same: the next round
+        second = [e.data for e in store.events("run-1") if e.type == EventType.REVIEW_PENDING][-1]
+        assert second["review_id"] != first.approval_id
+        runtime.approval_store.decide(second["review_id"], ApprovalStatus.REJECTED, "ops", None, "CRM is down")
+        run, store = drive(runtime, [READ], store=store)
+        [action] = final_of(store)["actions"]
+        assert (action["status"], action["error"], action["comment"]) == ("failed", "review_rejected", "CRM is down")
+    finally:
+        stop_crm(Path(config.home))

@@ -1,0 +1,178 @@
+"""Review tasks for failed checks (issue 16 item 5; DESIGN.md §10).
+
+Some checks fail in a way only a person can settle: two versions of a document disagree and no
+reliable effective date says which applies; the answer cites a reference that does not exist; a tool
+answers with something its response schema refuses; an action asks for more than the tool's policy
+allows. Then nothing goes out: the answer (or the action) is held, the user is told honestly
+(`202 review_pending`, or a `review_pending` event on a run), and a review task goes to the people who
+can fix the cause — the document's owner, or the tool's approver group.
+
+A review task is an `Approval` of kind REVIEW in the same store (citadel/tools/approvals.py), with
+the same lifecycle: pending, decided once, expiring after `tools.review_expire_after_s` (silence never
+corrects anything). The reviewer answers one of three ways:
+
+- **correct**: the source is fixed (a date set in the catalog, a document re-published, the tool's
+  system repaired) or, for an action, its arguments are edited. The held request then runs every
+  check again; one that still fails opens the next round, up to MAX_REVIEW_ROUNDS, after which the
+  answer goes out with the failure reported as before (an unresolved conflict is named in the answer)
+  or the action is not done.
+- **request_info**: the answer or action is not given; the user is told what the reviewer asked.
+- **reject**: the same, with the reviewer's comment.
+
+Rounds are separate tasks keyed `<base>#review<n>` under the request's run id, so a resumed run asks
+for the same task again and a later round is a new task.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
+
+from citadel.catalog.base import DocumentRecord
+from citadel.tools.approvals import Approval, ApprovalStatus, ApprovalStore, TaskKind
+from citadel.tools.spec import ToolSpec
+
+# The `tool` a review about an answer names (no tool is involved).
+ANSWER = "answer"
+MAX_REVIEW_ROUNDS = 3
+MAX_DETAIL_CHARS = 1_000
+# The run id of a single-shot answer's review: there is no run, the request is asked again.
+SINGLE_SHOT_PREFIX = "answer:"
+
+
+class ReviewReason(StrEnum):
+    CONFLICT_UNDATED = "conflict_undated"
+    MISSING_REFERENCE = "missing_reference"
+    INVALID_TOOL_RESPONSE = "invalid_tool_response"
+    ACTION_OUT_OF_SCOPE = "action_out_of_scope"
+
+
+# What the user is told while a task is open: honest, and naming nothing the user may not read.
+HELD_MESSAGES = {
+    ReviewReason.CONFLICT_UNDATED: "The documents disagree and none of them says which version is in force, so "
+                                   "the answer is held for a review by the documents' owner.",
+    ReviewReason.MISSING_REFERENCE: "The answer cited a reference that does not exist among its sources, so it is "
+                                    "held for a review.",
+    ReviewReason.INVALID_TOOL_RESPONSE: "A system the assistant used answered with something it could not check, so "
+                                        "the request is held for a review by the people who look after it.",
+    ReviewReason.ACTION_OUT_OF_SCOPE: "The action asked for is outside what the assistant may do on its own, so it "
+                                      "is held for a review by the people who may approve it.",
+}
+# What the user is told when the reviewer did not correct it.
+CLOSED_MESSAGES = {
+    ApprovalStatus.REJECTED: "A reviewer rejected it",
+    ApprovalStatus.INFO_REQUESTED: "A reviewer asked for more information",
+    ApprovalStatus.EXPIRED: "No reviewer answered in time, so it was not given",
+}
+
+
+@dataclass(frozen=True)
+class FailedCheck:
+    """A check a person must settle: why, who reviews it, what failed (for the reviewer), and for an
+    action its tool and arguments (a correction edits them)."""
+
+    reason: ReviewReason
+    reviewers: str
+    detail: str
+    tool: str = ANSWER
+    args: Mapping[str, Any] = field(default_factory=dict)
+    evidence: Sequence[Mapping[str, str]] = ()
+
+    @property
+    def message(self) -> str:
+        return HELD_MESSAGES[self.reason]
+
+
+@dataclass(frozen=True)
+class ReviewPolicy:
+    """Who reviews what, and for how long a task waits (`tools.review_group`, `review_expire_after_s`)."""
+
+    fallback_group: str = "knowledge-owners"
+    expire_after_s: float | None = 7 * 86_400.0
+
+    @classmethod
+    def from_config(cls, tools) -> "ReviewPolicy":
+        return cls(tools.review_group, tools.review_expire_after_s)
+
+    def tool_reviewers(self, spec: ToolSpec | None) -> str:
+        """A tool's approver group (its lead group for a tool with none), else the fallback group."""
+        if spec is not None and (spec.approver_group or spec.lead_group):
+            return spec.approver_group or spec.lead_group
+        return self.fallback_group
+
+    def document_reviewers(self, records: Sequence[DocumentRecord | None]) -> str:
+        """The first document's owner (a group or a user: citadel/tools/approvals.py `deciders`), else
+        the fallback group."""
+        return next((r.owner for r in records if r is not None and r.owner), self.fallback_group)
+
+
+def review_key(base: str, round_: int) -> str:
+    return f"{base}#review{round_}"
+
+
+def latest_review(store: ApprovalStore, run_id: str, base: str) -> tuple[int, Approval | None]:
+    """The latest round's task for this request (round 0 and None when none was asked for)."""
+    latest, count = None, 0
+    for round_ in range(1, MAX_REVIEW_ROUNDS + 1):
+        found = store.for_step(run_id, review_key(base, round_))
+        if found is None:
+            break
+        latest, count = found, round_
+    return count, latest
+
+
+def request_review(store: ApprovalStore, failed: FailedCheck, *, tenant_id: str, run_id: str, base: str,
+                   round_: int, requester: str, now: float, expire_after_s: float | None) -> Approval:
+    """The task for this round (the stored one when a resumed request asks again)."""
+    return store.request(Approval(
+        "", tenant_id, run_id, review_key(base, round_), failed.tool, requester, dict(failed.args),
+        failed.reviewers, None, None, now + expire_after_s if expire_after_s else None,
+        kind=TaskKind.REVIEW, reason=str(failed.reason),
+        context={"message": failed.message, "detail": failed.detail[:MAX_DETAIL_CHARS],
+                 "evidence": [dict(e) for e in list(failed.evidence)[:2]]}))
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """What to do with a request whose checks ran: `go` (deliver; `task` is the correcting review, if
+    any), `hold` (the pending `task`), or `closed` (the reviewer did not correct it: `task` says how)."""
+
+    action: str
+    task: Approval | None = None
+
+    @property
+    def closed_message(self) -> str:
+        task = self.task
+        said = f": {task.comment}" if task is not None and task.comment else "."
+        return f"{CLOSED_MESSAGES.get(task.status, 'It was not given') if task else 'It was not given'}{said}"
+
+
+GO, HOLD, CLOSED = "go", "hold", "closed"
+
+
+def settle(store: ApprovalStore, failed: FailedCheck | None, *, tenant_id: str, run_id: str, base: str,
+           requester: str, now: float, expire_after_s: float | None) -> Verdict:
+    """A request's checks ran (`failed`: the one a person must settle, or None). Checks that pass
+    let it go. A failing one holds it while its task is pending; after a correction the checks ran
+    again, and a failure opens the next round; a rejection, a request for information or an expiry
+    closes it; with the rounds spent, it goes out (the failure reported as without a review)."""
+    round_, latest = latest_review(store, run_id, base)
+    if failed is None:
+        return Verdict(GO, latest)
+    if latest is not None and latest.status is ApprovalStatus.PENDING:
+        return Verdict(HOLD, latest)
+    if latest is not None and latest.status is not ApprovalStatus.APPROVED:
+        return Verdict(CLOSED, latest)
+    if round_ >= MAX_REVIEW_ROUNDS:
+        return Verdict(GO, latest)
+    return Verdict(HOLD, request_review(store, failed, tenant_id=tenant_id, run_id=run_id, base=base,
+                                        round_=round_ + 1, requester=requester, now=now,
+                                        expire_after_s=expire_after_s))
+
+
+def held_body(task: Approval, message: str) -> dict[str, Any]:
+    """The `202 review_pending` body (and the `review_pending` event's data)."""
+    return {"status": "review_pending", "review_id": task.approval_id, "reason": task.reason, "message": message,
+            "reviewers": task.approver_group, "expire_at": task.expire_at}
