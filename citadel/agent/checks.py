@@ -8,10 +8,18 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+import hashlib
+import time
+
 from citadel.agent.evidence import evidence_lines, resolved_conflicts
-from citadel.catalog.base import DocumentRecord
-from citadel.tools.reviews import FailedCheck, ReviewPolicy, ReviewReason
-from citadel.types import Passage
+from citadel.catalog.base import Catalog, DocumentRecord
+from citadel.tools.approvals import ApprovalStore
+from citadel.tools.reviews import GO, SINGLE_SHOT_PREFIX, FailedCheck, ReviewPolicy, ReviewReason, Verdict, settle
+from citadel.types import Passage, Principal
+
+# A held single-shot answer's task is keyed by its asker and question (hashed: a question may hold
+# what should not sit in an id), so asking again finds the same task, or its next round.
+ANSWER_BASE = "answer"
 
 
 def answer_check(question: str, passages: Sequence[Passage], cited: Iterable[str],
@@ -35,3 +43,23 @@ def answer_check(question: str, passages: Sequence[Passage], cited: Iterable[str
                            f"The draft answer cited {invalid_markers} reference(s) that are not among its sources.",
                            evidence=evidence_lines([p for p in passages if p.document_id in cited_ids], question))
     return None
+
+
+def single_shot_run_id(principal: Principal, question: str) -> str:
+    digest = hashlib.sha256(question.strip().encode("utf-8")).hexdigest()[:32]
+    return f"{SINGLE_SHOT_PREFIX}{principal.tenant_id}:{principal.user_id}:{digest}"
+
+
+def single_shot_verdict(store: ApprovalStore, policy: ReviewPolicy, catalog: Catalog, principal: Principal,
+                        question: str, response, today: str = "", clock=time.time) -> Verdict:
+    """Whether a single-shot answer (the answer service's response) goes out, waits for a review
+    (`202 review_pending`), or was closed by one. There is no run to resume: asking again runs every
+    check again and finds the task as it stands."""
+    if response.refused:
+        return Verdict(GO)
+    cited = [c["document_id"] for c in response.citations]
+    ids = sorted({p.document_id for p in response.passages} | set(cited))
+    records = {d: catalog.get_document(principal.tenant_id, d) for d in ids}
+    failed = answer_check(question, response.passages, cited, records, response.invalid_markers, policy, today)
+    return settle(store, failed, tenant_id=principal.tenant_id, run_id=single_shot_run_id(principal, question),
+                  base=ANSWER_BASE, requester=principal.user_id, now=clock(), expire_after_s=policy.expire_after_s)

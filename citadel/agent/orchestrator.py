@@ -608,7 +608,7 @@ class Orchestrator:
         return None
 
     def _evidence(self, state: RunState, pending: bool = True) -> EvidenceSet:
-        passages = gathered(state.step_records())
+        passages = gathered(self._refreshed(state) or state.step_records())
         tenant = state.principal.tenant_id
         records = {d: self.answers.catalog.get_document(tenant, d) for d in sorted({p.document_id for p in passages})}
         # The versions they retired (never in the evidence: retired at publish), where the user's
@@ -669,6 +669,27 @@ class Orchestrator:
             record = self._record(state, "answer", record)
         self._deliver(state, record, stop, AGENTIC)
         return None
+
+    def _refreshed(self, state: RunState) -> list[tuple[Step, dict[str, Any]]]:
+        """After a reviewer corrected the sources of a held answer, the run's searches made again,
+        once per round (recorded): the corrected documents are new versions, and the passages the
+        steps recorded are of the versions the live check now drops. Empty before any correction."""
+        if self.approvals is None:
+            return []
+        round_, latest = latest_review(self.approvals, state.run_id, ANSWER_REVIEW)
+        if latest is None or latest.status is not ApprovalStatus.APPROVED:
+            return []
+        key = f"refresh:{round_}"
+        searches = [(s, r) for s, r in state.step_records() if s.tool == SEARCH and r.get("status") == "ok"]
+        if key not in state.records:
+            found = {}
+            for step, _ in searches:
+                result = self.executor.execute(StepContext(state.run_id, state.principal), step,
+                                               self.tools.for_step(step))
+                found[step.id] = [passage_record(passage_from_record(r)) for r in result.get("passages", [])]
+            self._record(state, key, {"passages": found})
+        again = state.records[key]["passages"]
+        return [(s, {"status": "ok", "passages": again.get(s.id, [])}) for s, _ in searches]
 
     def _answer_verdict(self, state: RunState, evidence: EvidenceSet, passages: list[Passage],
                         conflicts: list[dict[str, Any]], record: dict[str, Any], invalid_markers: int) -> Verdict:

@@ -5,7 +5,9 @@ Three cases make two sources disagree about which text applies:
   check, e.g. a cached response; the check is cheap, so it is kept);
 - `supersedes`: one document names the other as superseded, yet both are still readable;
 - `effective_dates`: two documents of the same title family (the title without years, dates and
-  version words) with different effective dates, e.g. "Travel policy 2023" and "Travel policy".
+  version words), e.g. "Travel policy 2023" and "Travel policy", with different effective dates —
+  or with none, or the same, so that no date says which applies (a run or an answer is then held
+  for the owner's review: citadel/tools/reviews.py).
 Guessing that the later date wins would be wrong as often as right (a dated policy may be a
 draft for next year), so the answer names both and lets the reader decide.
 """
@@ -69,10 +71,17 @@ def _pair_conflict(a: Source, b: Source, records: Mapping[str, DocumentRecord | 
         return Conflict(SUPERSEDES, numbers, ids, f"{_label(newer)} supersedes {_label(older)}, yet both are "
                         "published; check which one applies.")
     same_family = title_family(ra.title or pa.title) == title_family(rb.title or pb.title) != ""
-    if same_family and ra.effective_date and rb.effective_date and ra.effective_date != rb.effective_date:
+    if not same_family:
+        return None
+    if ra.effective_date and rb.effective_date and ra.effective_date != rb.effective_date:
         return Conflict(EFFECTIVE_DATES, numbers, ids, f"{_label(a)} is effective {ra.effective_date} and "
                         f"{_label(b)} is effective {rb.effective_date}; check which one applies.")
-    return None
+    # Editions of one text that no date orders: the worst case, not a quiet one (issue 16: a review task).
+    undated = [_label(s) for s, r in ((a, ra), (b, rb)) if not r.effective_date]
+    why = (f"{' and '.join(undated)} {'has' if len(undated) == 1 else 'have'} no effective date" if undated
+           else f"both are effective {ra.effective_date}")
+    return Conflict(EFFECTIVE_DATES, numbers, ids, f"{_label(a)} and {_label(b)} are editions of one text and "
+                    f"{why}; check which one applies.")
 
 
 def detect_conflicts(sources: Sequence[Source], records: Mapping[str, DocumentRecord | None]) -> list[Conflict]:

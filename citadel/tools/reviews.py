@@ -136,8 +136,8 @@ def request_review(store: ApprovalStore, failed: FailedCheck, *, tenant_id: str,
 
 @dataclass(frozen=True)
 class Verdict:
-    """What to do with a request whose checks ran: `go` (deliver; `task` is the correcting review, if
-    any), `hold` (the pending `task`), or `closed` (the reviewer did not correct it: `task` says how)."""
+    """What to do with a request whose checks ran: `go` (deliver), `hold` (the pending `task`), or
+    `closed` (the reviewer did not correct it: `task` says how)."""
 
     action: str
     task: Approval | None = None
@@ -150,6 +150,7 @@ class Verdict:
 
 
 GO, HOLD, CLOSED = "go", "hold", "closed"
+REVIEW_PENDING = "review_pending"
 
 
 def settle(store: ApprovalStore, failed: FailedCheck | None, *, tenant_id: str, run_id: str, base: str,
@@ -158,9 +159,9 @@ def settle(store: ApprovalStore, failed: FailedCheck | None, *, tenant_id: str, 
     let it go. A failing one holds it while its task is pending; after a correction the checks ran
     again, and a failure opens the next round; a rejection, a request for information or an expiry
     closes it; with the rounds spent, it goes out (the failure reported as without a review)."""
-    round_, latest = latest_review(store, run_id, base)
     if failed is None:
-        return Verdict(GO, latest)
+        return Verdict(GO)
+    round_, latest = latest_review(store, run_id, base)
     if latest is not None and latest.status is ApprovalStatus.PENDING:
         return Verdict(HOLD, latest)
     if latest is not None and latest.status is not ApprovalStatus.APPROVED:
@@ -174,5 +175,5 @@ def settle(store: ApprovalStore, failed: FailedCheck | None, *, tenant_id: str, 
 
 def held_body(task: Approval, message: str) -> dict[str, Any]:
     """The `202 review_pending` body (and the `review_pending` event's data)."""
-    return {"status": "review_pending", "review_id": task.approval_id, "reason": task.reason, "message": message,
+    return {"status": REVIEW_PENDING, "review_id": task.approval_id, "reason": task.reason, "message": message,
             "reviewers": task.approver_group, "expire_at": task.expire_at}

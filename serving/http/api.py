@@ -31,12 +31,14 @@ from citadel.errors import CitadelError, DeadlineExceeded, InvalidRequest, Unava
 from citadel.identity.credentials import ServiceIdentity
 from citadel.resilience.deadline import Deadline, deadline_scope
 from citadel.resilience.clock import MonotonicClock
+from citadel.tools.reviews import REVIEW_PENDING
 from citadel.types import validate_tenant_id
 from serving.http.admission import REQUEST_ID_HEADER, Admission
 from serving.http.errors import error_body
 from serving.http.metrics import require_metrics_credential
 from serving.http.models import (ERRORS, AclRequest, AnswerRequest, DecisionRequest, FaultRequest, FeedbackRequest,
-                                 MessageRequest, PauseRequest, RetrieveRequest, RetrieveResponse, UploadRequest)
+                                 MessageRequest, PauseRequest, RetrieveRequest, RetrieveResponse, ReviewPendingBody,
+                                 UploadRequest)
 from serving.http.models import AnswerResponse as AnswerBody
 from serving.services.access import Caller
 from serving.services.compose import Services
@@ -179,12 +181,17 @@ def _add_query_routes(app: FastAPI) -> None:
         return await _caller_call(request, "retrieve", lambda services: services.query.retrieve, body.query,
                                   body.top_k, *_request_ids(request))
 
-    @app.post("/v1/answer", response_model=AnswerBody, responses=ERRORS)
+    @app.post("/v1/answer", response_model=AnswerBody, responses={**ERRORS, 202: {"model": ReviewPendingBody}})
     async def answer(request: Request, body: AnswerRequest,
                      authorization: Optional[str] = Header(None),
-                     x_citadel_user_context: Optional[str] = Header(None)) -> dict:
-        return await _caller_call(request, "answer", lambda services: services.query.answer, body.question,
-                                  *_request_ids(request))
+                     x_citadel_user_context: Optional[str] = Header(None)) -> Any:
+        """A cited answer or a refusal; `202 review_pending` when a failed check holds the answer for a
+        person (citadel/tools/reviews.py): ask again once it is reviewed."""
+        result = await _caller_call(request, "answer", lambda services: services.query.answer, body.question,
+                                    *_request_ids(request))
+        if result.get("status") == REVIEW_PENDING:
+            return JSONResponse(ReviewPendingBody(**result).model_dump(), status_code=202)
+        return result
 
 
 async def _caller_call(request: Request, endpoint: str, method: Callable[[Services], Callable[..., Any]],

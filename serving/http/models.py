@@ -159,6 +159,20 @@ class AnswerResponse(BaseModel):
     cached: bool = False
 
 
+class ReviewPendingBody(BaseModel):
+    """202: a failed check holds the answer for a person (citadel/tools/reviews.py). Nothing of the
+    held answer is shown; ask again once it is reviewed (every check runs again)."""
+
+    status: Literal["review_pending"] = "review_pending"
+    request_id: str
+    review_id: str
+    reason: Optional[str] = Field(None, description="conflict_undated | missing_reference | invalid_tool_response "
+                                                   "| action_out_of_scope")
+    message: str
+    reviewers: str = Field(..., description="The group (or document owner) the review task went to.")
+    expire_at: Optional[float] = None
+
+
 class ErrorDetail(BaseModel):
     code: str = Field(..., description="Machine-readable; each error class of citadel/errors.py names its code and status.")
     message: str

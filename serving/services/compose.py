@@ -59,7 +59,8 @@ def build_services(config: CitadelConfig, stages: Stages | None = None, clock: C
     resilience.add_listener(metrics.breaker_transition)
     wiring = Wiring(config, resilience=resilience, stages=stages, clock=clock, in_replica=in_replica, stage="fused")
     cache = AnswerCacheView(config, wiring.catalog, wiring.state, metrics, resilience.guard("cache"))
-    query = QueryService(config, wiring.catalog, wiring.state, wiring.answer_service, wiring.retriever, cache, metrics)
+    query = QueryService(config, wiring.catalog, wiring.state, wiring.answer_service, wiring.retriever, cache, metrics,
+                         wiring.approval_store, clock or time.time)
     admin = AdminService(config, wiring.catalog, wiring.state, cache, wiring.ingestor, wiring.pause_switch,
                          lambda: (s.name for s in (wiring.tool_policy.specs() if wiring.tool_policy else ())))
     if stages is not None and stages.retriever is not None:

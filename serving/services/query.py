@@ -9,7 +9,9 @@ is left of it.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 
+from citadel.agent.checks import single_shot_verdict
 from citadel.answer.service import AnswerService
 from citadel.config import CitadelConfig
 from citadel.errors import BudgetExhausted
@@ -18,6 +20,8 @@ from citadel.catalog.base import Catalog
 from citadel.retrieval.retriever import PassageRetriever
 from citadel.state import State
 from citadel.state.base import StateUnavailable, answer_cache_key
+from citadel.tools.approvals import ApprovalStore
+from citadel.tools.reviews import CLOSED, HOLD, ReviewPolicy, held_body
 from citadel.tracing import emit_span, emit_stage_spans
 from citadel.types import Degradation, Principal
 from serving.services.access import Caller
@@ -32,7 +36,13 @@ TOKENS_PER_THOUSAND = 1000.0
 
 class QueryService:
     def __init__(self, config: CitadelConfig, catalog: Catalog, state: State, answers: AnswerService,
-                 retriever: PassageRetriever, cache: AnswerCacheView, metrics: ApiMetrics):
+                 retriever: PassageRetriever, cache: AnswerCacheView, metrics: ApiMetrics,
+                 approvals: ApprovalStore | None = None, clock: Callable[[], float] = time.time):
+        """`approvals`: where a held answer's review task waits (citadel/tools/reviews.py); None: answers
+        are never held (their failed checks reported in the text, as before reviews existed)."""
+        self.approvals = approvals
+        self.reviews = ReviewPolicy.from_config(config.tools)
+        self.clock = clock
         self.config = config
         self.catalog = catalog
         self.state = state
@@ -95,10 +105,28 @@ class QueryService:
         body = response.to_dict()
         body["degraded"] = [*body["degraded"], *degraded]
         self._record_answer(request_id, response, body, correlation_id)
+        held = self._review(principal, question, response, request_id)
+        if held is not None:
+            return held  # never cached: asking again runs every check again
         # A transient downgrade is not kept; nor is a refusal of sensitive data (its key derives from the secret).
         if not set(body["degraded"]) - self._configured_downgrades() and body["reason"] != SENSITIVE_DATA:
             self.cache.put(key, principal.tenant_id, body, body["degraded"])
         return {**body, "cached": False}
+
+    def _review(self, principal: Principal, question: str, response, request_id: str) -> dict | None:
+        """A held answer's `202 review_pending` body, or a review's closing answer; None to deliver."""
+        if self.approvals is None:
+            return None
+        with failing_closed():
+            verdict = single_shot_verdict(self.approvals, self.reviews, self.catalog, principal, question, response,
+                                          clock=self.clock)
+        if verdict.action == HOLD:
+            return {**held_body(verdict.task, verdict.task.context.get("message", "")), "request_id": request_id}
+        if verdict.action == CLOSED:
+            return {"request_id": request_id, "answer": f"The answer was held for a review ({verdict.task.reason}). "
+                    f"{verdict.closed_message}", "refused": True, "reason": f"review_{verdict.task.status}",
+                    "degraded": [], "citations": [], "cached": False}
+        return None
 
     def _cache_hit(self, cached: dict, principal: Principal, question: str, request_id: str, degraded: list[str],
                    correlation_id: str | None) -> dict:
