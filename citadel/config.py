@@ -515,6 +515,9 @@ class ToolsConfig(_Section):
     eval_dir: Optional[Path] = Field(None, description="Where each tool's evaluation set is appended "
                                      "(<eval_dir>/<tool>.jsonl: reviewers' edits and rejections as "
                                      "proposed/final pairs); None: <home>/tool_eval.")
+    decision_webhook: Optional[str] = Field(None, pattern=r"^https?://[^\s]{1,500}$",
+                                            description="URL that gets a POST (ids and outcome only) when an "
+                                                        "approval or review task is decided or expires; None: none.")
     review_group: str = Field("knowledge-owners", min_length=1, max_length=256,
                               description="Who reviews a failed check when no document owner or tool approver "
                                           "group is named (citadel/tools/reviews.py).")

@@ -52,6 +52,7 @@ from citadel.tools.policy import Action, PolicyEngine, Reason
 from citadel.tools.spec import TOOL_NAME_PATTERN
 from serving.services.access import Caller
 from serving.services.review_items import review_item
+from serving.services.webhooks import DecisionWebhook
 
 if TYPE_CHECKING:
     from citadel.config import CitadelConfig
@@ -91,11 +92,13 @@ def eval_dir_for(config: CitadelConfig) -> Path:
 class ApprovalsService:
     def __init__(self, approvals: ApprovalStore, runs: RunStore, policy: PolicyEngine | None,
                  restart: Callable[[str], object], *, metrics: ApiMetrics | None = None,
-                 eval_dir: str | Path | None = None):
+                 eval_dir: str | Path | None = None, webhook: DecisionWebhook | None = None):
         """`restart(run_id)`: queue the decided run and start it again on this process (the runs
         service's `resume`);
         `metrics`: the process's (None: none counted); `eval_dir`: where the evaluation sets are
-        appended (`eval_dir_for(config)`; None: none written)."""
+        appended (`eval_dir_for(config)`; None: none written); `webhook`: told of each decision and
+        expiry (serving/services/webhooks.py; None: the run's event only)."""
+        self.webhook = webhook
         self.approvals = approvals
         self.runs = runs
         self.policy = policy
@@ -150,6 +153,11 @@ class ApprovalsService:
     def _resume_run(self, decided: Approval) -> None:
         """Tell the run its approval was decided (or expired), and start it again to act on that. A
         held single-shot answer has no run: the user asks again, and every check runs again."""
+        if self.webhook is not None and not decided.honeypot:
+            self.webhook.send({"approval_id": decided.approval_id, "kind": str(decided.kind), "tool": decided.tool,
+                               "run_id": None if decided.run_id.startswith(SINGLE_SHOT_PREFIX) else decided.run_id,
+                               "tenant_id": decided.tenant_id, "status": str(decided.status),
+                               "decided_by": decided.decided_by, "decided_at": decided.decided_at})
         if decided.run_id.startswith(SINGLE_SHOT_PREFIX):
             return
         self.runs.append(decided.run_id, EventType.PROGRESS, {

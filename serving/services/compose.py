@@ -27,6 +27,7 @@ from serving.services.drills import DrillService
 from serving.services.metrics import ApiMetrics
 from serving.services.query import QueryService
 from serving.services.approvals import ApprovalsService, eval_dir_for
+from serving.services.webhooks import DecisionWebhook
 from serving.services.runs import RunsService
 
 log = logging.getLogger(__name__)
@@ -71,7 +72,9 @@ def build_services(config: CitadelConfig, stages: Stages | None = None, clock: C
         AnswerLogPurger(wiring.catalog, config.answer, config.answer.answer_log_purge_interval_s).start()
     runs = _runs_service(config, wiring, metrics, in_replica)
     approvals = ApprovalsService(wiring.approval_store, wiring.run_store, wiring.tool_policy, runs.resume,
-                                 metrics=metrics, eval_dir=eval_dir_for(config))
+                                 metrics=metrics, eval_dir=eval_dir_for(config),
+                                 webhook=DecisionWebhook(config.tools.decision_webhook)
+                                 if config.tools.decision_webhook else None)
     if in_replica:
         _every(config.agent.lease_ttl_s, approvals.sweep)  # escalation and expiry need no traffic
     return Services(config, Access(wiring.authenticator), query, admin, DrillService(config, wiring.catalog), runs,

@@ -483,3 +483,44 @@ def test_a_reviewer_asking_for_more_information_closes_the_action_and_the_reques
     assert [a["error"] for a in final["actions"]] == ["review_info_requested"]
     assert "Which competitor offer is this matching?" in final["answer"]
     assert crm.count_approvals("northwind") == 0
+
+
+def test_the_requester_is_told_of_the_decision_by_an_optional_webhook(deployment):
+    """The run's event is the requester's news; a configured webhook gets ids and the outcome too."""
+    import http.server
+    import json
+    import threading
+
+    from citadel.config import load_config
+    from serving.services.webhooks import DecisionWebhook
+
+    received = []
+
+    class Hook(http.server.BaseHTTPRequestHandler):
+        def do_POST(self):
+            received.append(json.loads(self.rfile.read(int(self.headers["content-length"]))))
+            self.send_response(204)
+            self.end_headers()
+
+        def log_message(self, *args):
+            return None
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Hook)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{server.server_address[1]}/decided"
+    assert load_config(environ={"CITADEL_TOOLS__DECISION_WEBHOOK": url}).tools.decision_webhook == url
+    home, client, crm = deployment
+    webhook = DecisionWebhook(url)
+    client.app.state.services.approvals.webhook = webhook
+    try:
+        run_id = start_run(client, home)
+        [pending] = client.get("/v1/approvals", headers=home.headers(**DANA)).json()["approvals"]
+        client.post(f"/v1/approvals/{pending['approval_id']}:decide", headers=home.headers(**DANA),
+                    json={"decision": "reject", "comment": "not this quarter"})
+        webhook.close()  # waits for the delivery
+        assert received == [{"approval_id": pending["approval_id"], "kind": "approval",
+                             "tool": "crm.create_discount_approval", "run_id": run_id, "tenant_id": "northwind",
+                             "status": "rejected", "decided_by": "dana", "decided_at": received[0]["decided_at"]}]
+    finally:
+        server.shutdown()
+        server.server_close()
