@@ -41,7 +41,6 @@ import html
 import json
 import logging
 import math
-import re
 import secrets
 import threading
 import time
@@ -54,6 +53,7 @@ import jwt
 from fastapi import FastAPI, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
+from citadel import regex
 from citadel.errors import CitadelError, InvalidRequest, Unauthenticated, Unavailable
 from citadel.identity.base import WatchedFile, locked, replace_secret_file, valid_name
 from citadel.identity.credentials import ServiceIdentity
@@ -72,7 +72,8 @@ SESSION_KEY_FILE = "review_session.key"
 SESSION_KEY_BYTES = 32
 MAX_COOKIE_CHARS = 3800  # browsers keep about 4 KB per cookie, name and attributes included
 MAX_FORM_FIELDS = 64
-APPROVAL_ID_PATTERN = re.compile(r"[A-Za-z0-9._:-]{1,128}")
+APPROVAL_ID_PATTERN = regex.compile("review_page.approval_id", r"[A-Za-z0-9._:-]{1,128}")
+INTEGER = regex.compile("review_page.integer", r"[+-]?\d{1,18}")
 EDIT_PREFIX = "edit."
 EDIT_DECISIONS = frozenset({"edit_and_approve", "correct"})  # decisions that carry the edited fields
 
@@ -431,11 +432,11 @@ async def _form(request: Request) -> dict[str, str]:
 def _typed(name: str, kind: Any, text: str) -> Any:
     text = text.strip() if kind in ("number", "integer") else text
     if kind == "integer":
-        if not re.fullmatch(r"[+-]?\d{1,18}", text):
+        if not INTEGER.fullmatch(text):
             raise InvalidRequest(f"{name} needs a whole number")
         return int(text)
     if kind == "number":
-        if re.fullmatch(r"[+-]?\d{1,18}", text):
+        if INTEGER.fullmatch(text):
             return int(text)
         try:
             value = float(text) if len(text) <= 64 else math.nan
