@@ -77,6 +77,9 @@ def test_an_undated_conflict_holds_the_answer_until_the_owner_fixes_the_dates(de
 def test_a_correction_that_fixes_nothing_opens_the_next_round_and_a_rejection_closes_it(deployment):
     home, client = deployment
     first = ask(client, home).json()
+    edited = client.post(f"/v1/approvals/{first['review_id']}:decide", headers=home.headers(**OWNER),
+                         json={"decision": "correct", "edits": {"answer": "55 euros"}})
+    assert edited.status_code == 422  # a source is corrected at the source, not by editing the answer
     decide(client, home, first["review_id"], "correct")
     second = ask(client, home)
     assert second.status_code == 202 and second.json()["review_id"] != first["review_id"]
