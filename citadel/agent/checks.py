@@ -51,15 +51,18 @@ def single_shot_run_id(principal: Principal, question: str) -> str:
 
 
 def single_shot_verdict(store: ApprovalStore, policy: ReviewPolicy, catalog: Catalog, principal: Principal,
-                        question: str, response, today: str = "", clock=time.time) -> Verdict:
+                        question: str, response, today: str = "", clock=time.time,
+                        run_id: str | None = None) -> Verdict:
     """Whether a single-shot answer (the answer service's response) goes out, waits for a review
-    (`202 review_pending`), or was closed by one. There is no run to resume: asking again runs every
-    check again and finds the task as it stands."""
+    (`202 review_pending`), or was closed by one. Without a run (`run_id` None) there is nothing to
+    resume: asking again runs every check again and finds the task as it stands; a run routed to the
+    single-shot path parks and asks again when the task is decided."""
     if response.refused:
         return Verdict(GO)
     cited = [c["document_id"] for c in response.citations]
     ids = sorted({p.document_id for p in response.passages} | set(cited))
     records = {d: catalog.get_document(principal.tenant_id, d) for d in ids}
     failed = answer_check(question, response.passages, cited, records, response.invalid_markers, policy, today)
-    return settle(store, failed, tenant_id=principal.tenant_id, run_id=single_shot_run_id(principal, question),
+    return settle(store, failed, tenant_id=principal.tenant_id,
+                  run_id=run_id or single_shot_run_id(principal, question),
                   base=ANSWER_BASE, requester=principal.user_id, now=clock(), expire_after_s=policy.expire_after_s)

@@ -49,7 +49,7 @@ from citadel.agent.evidence import (UNIFORM_IDF, EvidenceSet, distinct_parts, ev
                                     skip_reflection, superseded_documents)
 from citadel.agent.plan import MAX_PLAN_STEPS, Plan, PlanInvalid, Reflection, Step, check_steps
 from citadel.agent.planner import SEARCH, PlanContext, Planner, RulesPlanner
-from citadel.agent.checks import answer_check
+from citadel.agent.checks import answer_check, single_shot_verdict
 from citadel.agent.tools import (ApprovalRequired, StepContext, StepExecutor, ToolRefused, ToolRegistry,
                                  ToolStepExecutor)
 from citadel.answer.gate import term_idf
@@ -216,9 +216,13 @@ class Orchestrator:
             path = self._route(state)
             if path == SINGLE_SHOT:
                 self._renew(state, owner)
-                return self._single_shot(state)
+                if self._single_shot(state) == PARKED:  # the answer waits for a review
+                    self.store.update(state.run_id, status=RunStatus.WAITING)
+                return None
             if self._plan(state, 0, ()) is None:
-                return self._fall_back(state)
+                if self._fall_back(state) == PARKED:
+                    self.store.update(state.run_id, status=RunStatus.WAITING)
+                return None
             outcome = self._replay(state)
             if "stop" in state.records:
                 stop = state.records["stop"]["reason"]
@@ -248,7 +252,9 @@ class Orchestrator:
         self._emit(state, EventType.PROGRESS, "route", {"stage": "route", "path": record["path"]})
         return record["path"]
 
-    def _single_shot(self, state: RunState) -> None:
+    def _single_shot(self, state: RunState) -> str | None:
+        """The answer service's answer, checked, recorded and delivered; PARKED when a failed check
+        holds it for a review (asked again, fresh, once the task is decided)."""
         if self.store.cancel_requested(state.run_id) and "answer" not in state.records:
             return self._deliver(state, self._cancelled_answer(state, []), CANCELLED, SINGLE_SHOT)
         record = state.records.get("answer")
@@ -256,15 +262,27 @@ class Orchestrator:
             response = self.answers.ask(state.principal, state.run.question, request_id=state.run_id)
             missing = list(response.gate.missing_terms) if (response.refused and response.gate) else []
             tokens = passage_tokens(response.passages) + count_tokens(response.answer)
-            record = self._record(state, "answer", answer_record(response, missing, tokens))
+            record = answer_record(response, missing, tokens)
+            if self.approvals is not None:
+                verdict = single_shot_verdict(self.approvals, self.reviews, self.answers.catalog, state.principal,
+                                              state.run.question, response, self.today(), self.wall_clock,
+                                              run_id=state.run_id)
+                if verdict.action == HOLD:
+                    self._emit(state, EventType.REVIEW_PENDING, f"review:{verdict.task.approval_id}",
+                               held_body(verdict.task, verdict.task.context.get("message", "")))
+                    return PARKED
+                if verdict.action == CLOSED:
+                    record = closed_record(record, verdict)
+            record = self._record(state, "answer", record)
         self._deliver(state, record, None, SINGLE_SHOT)
+        return None
 
-    def _fall_back(self, state: RunState) -> None:
+    def _fall_back(self, state: RunState) -> str | None:
         """The plan could not be made: the single-shot path answers, and the run says why."""
         reason = state.records["plan:0"].get("invalid", "")
         self._emit(state, EventType.PROGRESS, "fallback", {"stage": "fallback", "to": SINGLE_SHOT, "reason": reason})
         self.store.update(state.run_id, path=SINGLE_SHOT)
-        self._single_shot(state)
+        return self._single_shot(state)
 
     # ------------------------------------------------------------------ plans
     def _plan(self, state: RunState, index: int, gaps: tuple[str, ...]) -> Plan | None:
@@ -661,8 +679,7 @@ class Orchestrator:
                            held_body(verdict.task, verdict.task.context.get("message", "")))
                 return PARKED
             if verdict.action == CLOSED:
-                record = {**record, "answer": closed_answer(verdict), "refused": True,
-                          "reason": f"review_{verdict.task.status}", "citations": [], "conflicts": []}
+                record = closed_record(record, verdict)
             if actions_of(state):
                 record["answer"] = f"{record['answer']} {actions_note(state)}"
             record["conflicts"] = [*record["conflicts"], *resolved]
@@ -850,9 +867,11 @@ def actions_note(state: RunState) -> str:
     return " ".join(sentences)
 
 
-def closed_answer(verdict: Verdict) -> str:
-    """What a run answers when the review of its held answer did not correct it."""
-    return f"The answer was held for a review ({verdict.task.reason}). {verdict.closed_message}"
+def closed_record(record: dict[str, Any], verdict: Verdict) -> dict[str, Any]:
+    """What a run answers when the review of its held answer did not correct it: nothing of the held
+    answer, and what the reviewer said."""
+    return {**record, "answer": f"The answer was held for a review ({verdict.task.reason}). {verdict.closed_message}",
+            "refused": True, "reason": f"review_{verdict.task.status}", "citations": [], "conflicts": []}
 
 
 def missing_note(missing: list[str]) -> str:

@@ -127,3 +127,25 @@ def test_the_owner_sees_the_held_answers_task_on_the_reviewer_page(deployment):
     for label in ("Save correction", "Request more information", "Reject"):
         assert label in html
     assert "Nothing waiting for you." in client.get("/review", headers=home.headers(**STAFF)).text
+
+
+def test_a_run_on_the_single_shot_path_is_held_too_and_asks_again_when_corrected(deployment):
+    home, client = deployment
+    conversation = client.post("/v1/conversations", headers=home.headers(**STAFF)).json()["conversation_id"]
+    run_id = client.post(f"/v1/conversations/{conversation}/messages", headers=home.headers(**STAFF),
+                         json={"content": QUESTION}).json()["run_id"]
+    client.app.state.services.runs.wait_for_runs(60)
+    json_events = {**home.headers(**STAFF), "accept": "application/json"}
+    events = client.get(f"/v1/runs/{run_id}/events", headers=json_events).json()
+    assert [e["data"]["path"] for e in events if e["data"].get("stage") == "route"] == ["single_shot"]
+    [held] = [e["data"] for e in events if e["type"] == "review_pending"]
+    assert client.get(f"/v1/runs/{run_id}", headers=home.headers(**STAFF)).json()["status"] == "waiting"
+    decide(client, home, held["review_id"], "reject", "Superseded; see the 2025 memo.")
+    client.app.state.services.runs.wait_for_runs(60)
+    deadline = time.monotonic() + 30
+    while client.get(f"/v1/runs/{run_id}", headers=home.headers(**STAFF)).json()["status"] == "waiting":
+        assert time.monotonic() < deadline, "the decided run never resumed"
+        time.sleep(0.1)
+    [final] = [e["data"] for e in client.get(f"/v1/runs/{run_id}/events", headers=json_events).json()
+               if e["type"] == "final"]
+    assert final["refused"] and final["reason"] == "review_rejected" and "2025 memo" in final["answer"]
