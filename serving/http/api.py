@@ -19,6 +19,7 @@ import contextvars
 import functools
 import json
 import logging
+import time
 import uuid
 from typing import Any, Callable, Optional
 
@@ -203,12 +204,14 @@ async def _caller_call(request: Request, endpoint: str, method: Callable[[Servic
     services = _services(request)
     caller: Caller = getattr(request.state, "caller", None) or services.access.caller(
         request.headers.get("authorization"), request.headers.get("x-citadel-user-context"))
+    started = time.perf_counter()
     try:
         result = await _run(request, method(services), caller, *args)
     except CitadelError as error:
-        services.metrics.count_request(endpoint, caller.principal.tenant_id, error.http_status)
+        services.metrics.count_request(endpoint, caller.principal.tenant_id, error.http_status,
+                                       time.perf_counter() - started)
         raise
-    services.metrics.count_request(endpoint, caller.principal.tenant_id, 200)
+    services.metrics.count_request(endpoint, caller.principal.tenant_id, 200, time.perf_counter() - started)
     return result
 
 

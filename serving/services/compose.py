@@ -64,6 +64,7 @@ def build_services(config: CitadelConfig, stages: Stages | None = None, clock: C
                          wiring.approval_store, clock or time.time)
     admin = AdminService(config, wiring.catalog, wiring.state, cache, wiring.ingestor, wiring.pause_switch,
                          lambda: (s.name for s in (wiring.tool_policy.specs() if wiring.tool_policy else ())))
+    metrics.watch_dead_letters(wiring.catalog)
     if stages is not None and stages.retriever is not None:
         metrics.watch_retriever(stages.retriever)  # a remote retriever's hedge and retry counts
     if in_replica and config.answer.answer_log_purge_interval_s > 0:  # retention without traffic too

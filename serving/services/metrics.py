@@ -14,10 +14,12 @@ import threading
 from typing import Iterable
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Histogram, generate_latest
-from prometheus_client.core import CounterMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
 OTHER_TENANTS = "other"
 DEFAULT_MAX_TENANTS = 50
+# Distinct users named in the spend metric's `user` label before later ones count as "other".
+DEFAULT_MAX_USERS = 1_000
 
 
 class TenantLabels:
@@ -82,16 +84,36 @@ class ApiMetrics:
         self.approval_decision_time = Histogram("citadel_approval_decision_seconds", "Seconds from an approval's "
                                                 "request to a person's decision, by tool (real approvals).",
                                                 ["tool"], buckets=DECISION_BUCKETS_S, registry=r)
+        # What the alert rules in cluster/prometheus/ read (issue 17 item 6): request latency per
+        # endpoint (the latency SLO), estimated spend per tenant and user (bounded like tenants), and
+        # the open dead letters per tenant, read from the catalog at scrape time.
+        self.request_latency = Histogram("citadel_request_seconds", "Latency of an API request, by endpoint.",
+                                         ["endpoint"], buckets=LATENCY_BUCKETS_S, registry=r)
+        self.user_label = TenantLabels(max_tenants=DEFAULT_MAX_USERS)
+        self.spend = Counter("citadel_spend_usd_total", "Estimated spend charged to a user's budget.",
+                             ["tenant", "user"], registry=r)
         self._retrievers: list = []
         r.register(_RetrieverCollector(self._retrievers))
+        self._catalogs: list = []
+        r.register(_DeadLetterCollector(self._catalogs, self.tenant_label))
 
     @classmethod
     def from_config(cls, serving) -> "ApiMetrics":
         """Metrics with the `tenant` label bounded as `serving` (the config section) says."""
         return cls(TenantLabels(serving.metrics_tenant_labels, serving.metrics_max_tenants))
 
-    def count_request(self, endpoint: str, tenant: str, status: int) -> None:
+    def count_request(self, endpoint: str, tenant: str, status: int, seconds: float | None = None) -> None:
         self.requests.labels(endpoint, self.tenant_label(tenant), str(status)).inc()
+        if seconds is not None:
+            self.request_latency.labels(endpoint).observe(seconds)
+
+    def charged(self, tenant: str, user: str, usd: float) -> None:
+        if usd > 0:
+            self.spend.labels(self.tenant_label(tenant), self.user_label(user)).inc(usd)
+
+    def watch_dead_letters(self, catalog) -> None:
+        """Report the catalog's open dead letters per tenant at scrape time."""
+        self._catalogs.append(catalog)
 
     def budget_rejected(self, tenant: str) -> None:
         self.budget_rejections.labels(self.tenant_label(tenant)).inc()
@@ -147,3 +169,28 @@ class _RetrieverCollector:
             family = CounterMetricFamily(self.NAMES.get(key, f"citadel_retriever_{key}"), f"Retriever client {key}.")
             family.add_metric([], value)
             yield family
+
+
+class _DeadLetterCollector:
+    """Open (not retried) dead letters per tenant, read from the catalog at scrape time; a catalog
+    that cannot be read reports nothing rather than failing the scrape."""
+
+    def __init__(self, catalogs: list, tenant_label: TenantLabels):
+        self._catalogs = catalogs
+        self._tenant_label = tenant_label
+
+    def collect(self):
+        counts: dict[str, int] = {}
+        for catalog in self._catalogs:
+            try:
+                letters = catalog.dead_letters()
+            except Exception:  # noqa: BLE001 — a scrape never fails for a catalog read
+                continue
+            for letter in letters:
+                tenant = self._tenant_label(str(letter.get("tenant_id", "")))
+                counts[tenant] = counts.get(tenant, 0) + 1
+        family = GaugeMetricFamily("citadel_dead_letters", "Open dead letters (failed ingestion inputs) per tenant.",
+                                   labels=["tenant"])
+        for tenant, count in sorted(counts.items()):
+            family.add_metric([tenant], count)
+        yield family

@@ -55,14 +55,15 @@ class QueryService:
     def charge(self, principal: Principal, text: str) -> None:
         """Charge one request and its estimated cost, before any work. Budgets guard spending, so an
         unreachable store refuses (fails closed) rather than letting requests through uncounted."""
+        cost = self._estimated_cost(text)
         try:
-            decision = self.state.budgets.charge(principal.tenant_id, principal.user_id, 1,
-                                                 self._estimated_cost(text))
+            decision = self.state.budgets.charge(principal.tenant_id, principal.user_id, 1, cost)
         except StateUnavailable as error:
             raise unavailable("state_unavailable", "the budget store", error) from None
         if not decision.allowed:
             self.metrics.budget_rejected(principal.tenant_id)
             raise BudgetExhausted(decision.reason or "budget exhausted", retry_after_s=decision.retry_after_s)
+        self.metrics.charged(principal.tenant_id, principal.user_id, cost)
 
     def _estimated_cost(self, text: str) -> float:
         answer = self.config.answer
