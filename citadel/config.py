@@ -525,6 +525,17 @@ class ToolsConfig(_Section):
                                          "time expires: the held answer or action is not given.")
 
 
+class TracingConfig(_Section):
+    """Where the spans of each request's stages go (citadel/tracing.py; issue 17 item 6)."""
+
+    exporter: Literal["log", "console", "file", "otlp"] = Field(
+        "log", description="log: JSON lines on the citadel.trace logger; console; file: JSON lines in `file`; "
+                           "otlp: OTLP/HTTP to `otlp_endpoint` (package opentelemetry-exporter-otlp-proto-http).")
+    file: Optional[Path] = Field(None, description="The spans file for exporter 'file' (default <home>/traces.jsonl).")
+    otlp_endpoint: Optional[str] = Field(None, pattern=r"^https?://[^\s]{1,500}$",
+                                         description="OTLP/HTTP traces endpoint, e.g. http://127.0.0.1:4318/v1/traces.")
+
+
 class CitadelConfig(_Section):
     """The root. Every component receives the section it needs."""
 
@@ -542,6 +553,7 @@ class CitadelConfig(_Section):
     resilience: ResilienceConfig = Field(default_factory=ResilienceConfig)
     agent: AgentConfig = Field(default_factory=AgentConfig)
     tools: ToolsConfig = Field(default_factory=ToolsConfig)
+    tracing: TracingConfig = Field(default_factory=TracingConfig)
 
     @property
     def runs_path(self) -> Path:

@@ -1,8 +1,17 @@
-"""A span per stage, logged as one JSON line with the request id (DESIGN.md §4 step 8).
+"""A span per stage, as OpenTelemetry spans (DESIGN.md §4 step 8; issue 17 item 6).
 
-Spans go to the `citadel.trace` logger; an operator routes it to their log pipeline. Each span names
-the chunk ids the stage returned where the stage returns chunks, so a wrong answer can be traced
-back to the passage that caused it.
+Each stage of a request is one span of one trace whose trace id is the request's id (a uuid4 hex is
+128 bits, a trace id's size; any other id is hashed to one), so the stages a request went through in
+every process — gateway, retriever shards, generator, across Ray Serve hops that pass the request id
+along — fall into one trace without a propagation header. A stage that returns chunks names their
+ids (`citadel.chunk_ids`), so a wrong answer can be traced back to the passage that caused it.
+
+Where spans go (`tracing` config, `configure_tracing`):
+- `log` (default): one JSON line per span on the `citadel.trace` logger, for the operator's log pipeline;
+- `console`: OpenTelemetry's console exporter; `file`: JSON lines appended to `tracing.file`;
+- `otlp`: OTLP over HTTP to `tracing.otlp_endpoint` (the package opentelemetry-exporter-otlp-proto-http).
+This process's own TracerProvider is used, never the global one, so a host's (Ray's) tracing is
+left as it is.
 
 A span never carries a user's sensitive text: spans outlive the request like the answer log does,
 so every text field is bounded and any that holds a card number or a secret is redacted
@@ -11,9 +20,20 @@ so every text field is bounded and any that holds a card number or a secret is r
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
+import threading
 import time
+from pathlib import Path
+from typing import Sequence
+
+from opentelemetry import trace
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace.export import (BatchSpanProcessor, ConsoleSpanExporter, SimpleSpanProcessor,
+                                            SpanExporter, SpanExportResult)
+from opentelemetry.trace import NonRecordingSpan, SpanContext, TraceFlags
 
 from citadel.guardrails.redaction import redacted_text
 
@@ -21,18 +41,161 @@ TRACE_LOGGER = "citadel.trace"
 log = logging.getLogger(TRACE_LOGGER)
 # Longest text a span field keeps (ids and reasons are short; a span is not a place for content).
 MAX_FIELD_CHARS = 256
+# At most this many chunk ids on one span (a stage returns tens; a span is not a result set).
+MAX_CHUNK_IDS = 200
+ATTRIBUTE_PREFIX = "citadel."
+NS_PER_MS = 1_000_000
+EXPORTERS = ("log", "console", "file", "otlp")
 
 
+# ---------------------------------------------------------------------- exporters
+def span_record(span: ReadableSpan) -> dict:
+    """A finished span as one flat JSON-able record: ids, stage, duration, its attributes."""
+    attributes = dict(span.attributes or {})
+    record = {"ts": round((span.end_time or 0) / 1e9, 6), "trace_id": f"{span.context.trace_id:032x}",
+              "span_id": f"{span.context.span_id:016x}", "stage": span.name,
+              "duration_ms": round(((span.end_time or 0) - (span.start_time or 0)) / NS_PER_MS, 3)}
+    for key, value in attributes.items():
+        record[key.removeprefix(ATTRIBUTE_PREFIX)] = list(value) if isinstance(value, tuple) else value
+    return record
+
+
+class LogSpanExporter(SpanExporter):
+    """Spans as JSON lines on the `citadel.trace` logger."""
+
+    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+        if log.isEnabledFor(logging.INFO):
+            for span in spans:
+                log.info(json.dumps(span_record(span), sort_keys=True, default=str))
+        return SpanExportResult.SUCCESS
+
+
+class FileSpanExporter(SpanExporter):
+    """Spans as JSON lines appended to a file (one write per span, under a lock)."""
+
+    def __init__(self, path: Path):
+        self.path = Path(path)
+        self._lock = threading.Lock()
+
+    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+        lines = "".join(json.dumps(span_record(s), sort_keys=True, default=str) + "\n" for s in spans)
+        try:
+            with self._lock:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+                with open(self.path, "a", encoding="utf-8") as out:
+                    out.write(lines)
+        except OSError:
+            return SpanExportResult.FAILURE
+        return SpanExportResult.SUCCESS
+
+
+def make_exporter(kind: str, file: Path | None = None, otlp_endpoint: str | None = None) -> SpanExporter:
+    if kind == "log":
+        return LogSpanExporter()
+    if kind == "console":
+        return ConsoleSpanExporter()
+    if kind == "file":
+        if file is None:
+            raise ValueError("tracing.exporter 'file' needs tracing.file")
+        return FileSpanExporter(file)
+    if kind == "otlp":
+        if not otlp_endpoint:
+            raise ValueError("tracing.exporter 'otlp' needs tracing.otlp_endpoint")
+        try:
+            from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+        except ImportError:
+            raise ValueError("tracing.exporter 'otlp' needs the package opentelemetry-exporter-otlp-proto-http") \
+                from None
+        return OTLPSpanExporter(endpoint=otlp_endpoint)
+    raise ValueError(f"tracing.exporter is one of {EXPORTERS}, not {kind!r}")
+
+
+# ---------------------------------------------------------------------- this process's tracer
+_lock = threading.Lock()
+_provider: TracerProvider | None = None
+
+
+def configure_tracing(kind: str = "log", file: Path | None = None, otlp_endpoint: str | None = None,
+                      exporter: SpanExporter | None = None) -> TracerProvider:
+    """This process's tracer provider, exporting as told (an `exporter` given directly wins: tests).
+    Replaces the one before, whose spans are flushed first."""
+    global _provider
+    chosen = exporter or make_exporter(kind, file, otlp_endpoint)
+    provider = TracerProvider(resource=Resource.create({"service.name": "citadel"}))
+    # A remote collector gets batches off the request's thread; a log or file line is written at once.
+    batched = kind == "otlp" and exporter is None
+    provider.add_span_processor(BatchSpanProcessor(chosen) if batched else SimpleSpanProcessor(chosen))
+    with _lock:
+        old, _provider = _provider, provider
+    if old is not None:
+        old.shutdown()
+    return provider
+
+
+def configure_from_config(config) -> None:
+    """Set up tracing as `config.tracing` says (once per process per setting)."""
+    settings = config.tracing
+    file = settings.file or (config.home / "traces.jsonl")
+    key = (settings.exporter, str(file) if settings.exporter == "file" else "", settings.otlp_endpoint or "")
+    if getattr(configure_from_config, "_key", None) == key:
+        return
+    configure_tracing(settings.exporter, file, settings.otlp_endpoint)
+    configure_from_config._key = key
+
+
+def _tracer() -> trace.Tracer:
+    global _provider
+    if _provider is None:
+        with _lock:
+            if _provider is None:
+                provider = TracerProvider(resource=Resource.create({"service.name": "citadel"}))
+                provider.add_span_processor(SimpleSpanProcessor(LogSpanExporter()))
+                _provider = provider
+    return _provider.get_tracer("citadel")
+
+
+def trace_id_of(request_id: str) -> int:
+    """The trace id a request's spans share: the id itself when it is 32 hex digits (a uuid4 hex),
+    else the first 128 bits of its SHA-256."""
+    text = str(request_id)
+    if len(text) == 32:
+        try:
+            value = int(text, 16)
+            if value:
+                return value
+        except ValueError:
+            pass
+    return int.from_bytes(hashlib.sha256(text.encode("utf-8")).digest()[:16], "big") or 1
+
+
+def _parent(request_id: str) -> trace.Context:
+    trace_id = trace_id_of(request_id)
+    span_id = (trace_id & ((1 << 64) - 1)) or 1  # a stable remote parent: the request itself
+    context = SpanContext(trace_id, span_id, is_remote=True, trace_flags=TraceFlags(TraceFlags.SAMPLED))
+    return trace.set_span_in_context(NonRecordingSpan(context))
+
+
+# ---------------------------------------------------------------------- emitting
 def emit_span(request_id: str, stage: str, duration_ms: float, chunk_ids: list[str] | None = None,
               **fields) -> dict:
-    span = {"ts": round(time.time(), 6), "request_id": request_id, "stage": stage,
-            "duration_ms": round(float(duration_ms), 3)}
+    """One finished stage as a span of the request's trace, ending now and lasting `duration_ms`.
+    Returns what it carries (ids, stage, duration, fields), as its exported record shows it."""
+    end_ns = time.time_ns()
+    duration_ns = max(0, int(float(duration_ms) * NS_PER_MS))
+    attributes: dict = {f"{ATTRIBUTE_PREFIX}request_id": _safe(str(request_id))}
     if chunk_ids is not None:
-        span["chunk_ids"] = list(chunk_ids)
-    span.update({name: _safe(value) for name, value in fields.items() if value is not None})
-    if log.isEnabledFor(logging.INFO):
-        log.info(json.dumps(span, sort_keys=True, default=str))
-    return span
+        attributes[f"{ATTRIBUTE_PREFIX}chunk_ids"] = [str(c) for c in list(chunk_ids)[:MAX_CHUNK_IDS]]
+    for name, value in fields.items():
+        if value is not None:
+            attributes[f"{ATTRIBUTE_PREFIX}{name}"] = _attribute(value)
+    span = _tracer().start_span(stage, context=_parent(request_id), start_time=end_ns - duration_ns,
+                                attributes=attributes)
+    span.end(end_time=end_ns)
+    record = {"ts": round(end_ns / 1e9, 6), "request_id": attributes[f"{ATTRIBUTE_PREFIX}request_id"],
+              "stage": stage, "duration_ms": round(duration_ns / NS_PER_MS, 3),
+              "trace_id": f"{trace_id_of(request_id):032x}"}
+    record.update({k.removeprefix(ATTRIBUTE_PREFIX): v for k, v in attributes.items()})
+    return record
 
 
 def emit_stage_spans(request_id: str, timings_ms: dict[str, float], chunks_by_stage: dict[str, list[str]],
@@ -49,3 +212,12 @@ def _safe(value):
     if isinstance(value, str):
         return redacted_text(value)[:MAX_FIELD_CHARS]
     return value
+
+
+def _attribute(value):
+    """An OpenTelemetry attribute value: text (bounded, redacted), a number, a bool, or a list of text."""
+    if isinstance(value, (bool, int, float)):
+        return value
+    if isinstance(value, (list, tuple)):
+        return [_safe(str(v)) for v in list(value)[:MAX_CHUNK_IDS]]
+    return _safe(str(value))

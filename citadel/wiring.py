@@ -18,6 +18,7 @@ from functools import cached_property
 from typing import Any, Callable
 
 from citadel.config import CitadelConfig, load_config
+from citadel.tracing import configure_from_config
 
 
 @dataclass
@@ -42,6 +43,7 @@ class Wiring:
         """`resilience`: guard the query path (serving); `in_replica`/`stage`: size the embedder's
         threads for the Serve deployment it runs in; `clock`: identity and budgets on a fake clock."""
         self.config = config or load_config(config_path)
+        configure_from_config(self.config)  # this process's spans go where the config says
         self.resilience = resilience
         self.stages = stages or Stages()
         self.clock = clock

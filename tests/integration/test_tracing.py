@@ -1,0 +1,55 @@
+"""OpenTelemetry spans (issue 17 item 6): a trace of one answer holds every stage as a span, all of
+the request's trace (the request id is the trace id), the stages that return chunks naming them."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+from citadel import tracing
+from tests.integration.conftest import make_home
+from tests.integration.test_api import client_for
+
+
+@pytest.fixture
+def spans():
+    exporter = InMemorySpanExporter()
+    yield exporter
+    tracing.configure_tracing("log")  # the default again for the tests after this one
+
+
+def test_one_answer_is_one_trace_with_a_span_per_stage_and_its_chunk_ids(tmp_path, spans):
+    home = make_home(tmp_path / "home")
+    with client_for(home) as client:
+        tracing.configure_tracing(exporter=spans)  # after the wiring set up its own
+        body = client.post("/v1/answer", json={"question": "What is the hotel limit per night in London?"},
+                           headers=home.headers()).json()
+    assert not body["refused"], body
+    trace_id = int(body["request_id"], 16)
+    mine = [s for s in spans.get_finished_spans() if s.context.trace_id == trace_id]
+    stages = {s.name for s in mine}
+    assert {"embed", "search", "live_check", "gate", "expand", "generate", "validate"} <= stages, stages
+    by_stage = {s.name: s for s in mine}
+    assert all(s.parent is not None and s.parent.trace_id == trace_id for s in mine)
+    recheck = list(by_stage["live_check"].attributes["citadel.chunk_ids"])
+    assert recheck and {c["chunk_id"] for c in body["citations"]} <= set(recheck)
+    assert by_stage["generate"].end_time >= by_stage["generate"].start_time
+
+
+def test_spans_go_to_a_file_as_json_lines_and_an_unknown_exporter_is_refused(tmp_path):
+    path = tmp_path / "traces.jsonl"
+    try:
+        tracing.configure_tracing("file", path)
+        tracing.emit_span("0123456789abcdef0123456789abcdef", "retrieve", 12.5, ["acme:doc:v1:0000"], hit=False)
+    finally:
+        tracing.configure_tracing("log")
+    [line] = path.read_text().splitlines()
+    record = json.loads(line)
+    assert record["trace_id"] == "0123456789abcdef0123456789abcdef" and record["stage"] == "retrieve"
+    assert record["chunk_ids"] == ["acme:doc:v1:0000"] and record["duration_ms"] == 12.5
+    with pytest.raises(ValueError, match="one of"):
+        tracing.make_exporter("zipkin")
+    with pytest.raises(ValueError, match="otlp_endpoint"):
+        tracing.make_exporter("otlp")
