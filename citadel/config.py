@@ -221,6 +221,10 @@ class IngestPipelineConfig(_Section):
         "token", description="RAY_AUTH_MODE for the local instance (Ray 2.60 defaults to token auth)."
     )
     worker_niceness: int = Field(15, ge=0, le=19, description="Nice value of Ray worker processes.")
+    ray_address: Optional[str] = Field(
+        None, pattern=r"^[A-Za-z0-9.:\[\]_-]{1,200}$",
+        description="An existing Ray cluster to run on (host:port of its GCS; a KubeRay head, or `citadel "
+                    "cluster up`'s); None: start a local instance. RAY_AUTH_TOKEN carries its token.")
 
 
 class StateConfig(_Section):

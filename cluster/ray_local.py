@@ -95,6 +95,10 @@ def local_ray(config: IngestPipelineConfig) -> Iterator[None]:
     same loopback check and leave it running: only its owner shuts it down.
     """
     launch = RayLaunch.from_config(config)
+    if config.ray_address:
+        with existing_ray(config.ray_address):
+            yield
+        return
     _prepare_environment(launch)
     import ray
 
@@ -107,6 +111,29 @@ def local_ray(config: IngestPipelineConfig) -> Iterator[None]:
              object_store_memory=launch.object_store_bytes, log_to_driver=False, logging_level=logging.WARNING)
     try:
         check_loopback(ray)
+        yield
+    finally:
+        ray.shutdown()
+
+
+@contextmanager
+def existing_ray(address: str) -> Iterator[None]:
+    """Connect to a running cluster for the block and disconnect after; the cluster keeps running
+    (whoever started it stops it). A cluster on loopback must be entirely on loopback; a remote one
+    (KubeRay) is the operator's network. Its auth token comes from RAY_AUTH_TOKEN."""
+    os.environ[LOOPBACK_SWITCH_ENV] = "0"
+    if AUTH_TOKEN_ENV in os.environ:
+        os.environ.setdefault(AUTH_MODE_ENV, "token")
+    import ray
+
+    if ray.is_initialized():
+        yield
+        return
+    _apply_to_imported_ray()
+    ray.init(address=address, log_to_driver=False, logging_level=logging.WARNING)
+    try:
+        if address.rsplit(":", 1)[0] in (LOOPBACK, "localhost"):
+            check_loopback(ray)
         yield
     finally:
         ray.shutdown()

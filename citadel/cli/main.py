@@ -57,9 +57,17 @@ def _add_serving() -> None:
     app.command("up")(up)
     app.command("down")(down)
 
+    from citadel.cli.cluster_cmd import app as cluster_app
+
+    app.add_typer(cluster_app, name="cluster")
+
     from citadel.cli.drill_cmd import app as drill_app
 
     app.add_typer(drill_app, name="drill")
+
+    from citadel.cli.load_cmd import load
+
+    app.command("load")(load)
 
 
 _add_serving()
@@ -110,6 +118,8 @@ def ingest(
         help="Let each file's front matter set its id, groups, owner, status, effective date, supersedes and "
              "version (an operator's own files only; without it front matter gives only the title)."),
     local: bool = typer.Option(False, "--local", help="Run in-process instead of on Ray Data."),
+    address: Optional[str] = typer.Option(None, "--address", help="Run on an existing Ray cluster (host:port of "
+                                           "its GCS) instead of starting a local one."),
     retry_dead_letters: bool = typer.Option(False, "--retry-dead-letters", help="Replay dead letters (this tenant's, or all on Ray)."),
     as_json: bool = typer.Option(False, "--json", help="Print the job report as JSON."),
     config: Optional[Path] = ConfigOption,
@@ -120,8 +130,12 @@ def ingest(
     request = IngestRequest(paths=list(paths or []), tenant=tenant, groups=None if groups is None else _groups(groups),
                             acl_file=acl, manifest=manifest, retry_dead_letters=retry_dead_letters, local=local,
                             trust_front_matter=trust_front_matter)
+    from citadel.cli.cluster_cmd import use_address
+
+    runtime = Wiring(config_path=config)
+    use_address(runtime.config, address)
     try:
-        reports = run_ingest(Wiring(config_path=config), request)
+        reports = run_ingest(runtime, request)
     except UsageError as error:
         _fail(str(error))
     if reports is None:

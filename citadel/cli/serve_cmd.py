@@ -14,12 +14,18 @@ def up(
     config: Optional[Path] = typer.Option(None, "--config", help="Citadel config YAML (e.g. cluster/local.yaml)."),
     topology: Optional[str] = typer.Option(None, "--topology", help="fused or split (default: from config)."),
     timeout: float = typer.Option(180.0, "--timeout", help="Seconds to wait for /healthz."),
+    address: Optional[str] = typer.Option(None, "--address", help="Run on an existing Ray cluster (host:port of "
+                                           "its GCS: `citadel cluster up`'s, or a KubeRay head) instead of "
+                                           "starting one."),
 ) -> None:
     """Start a local Ray instance on 127.0.0.1 (dashboard off) and the API; print its URL."""
     from serving.ray.launcher import LOCAL_ADMIN_SERVICE, LOCAL_APP_SERVICE, LauncherError, token_path
     from serving.ray.launcher import up as start
 
+    from citadel.cli.cluster_cmd import use_address
+
     loaded = load_config(config)
+    use_address(loaded, address)
     if topology is not None:
         if topology not in ("fused", "split"):
             raise typer.BadParameter("--topology must be fused or split")
