@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any, Literal, Optional
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 ENV_PREFIX = "CITADEL_"
 ENV_NESTING = "__"
@@ -540,6 +540,30 @@ class TracingConfig(_Section):
                                          description="OTLP/HTTP traces endpoint, e.g. http://127.0.0.1:4318/v1/traces.")
 
 
+class CatalogConfig(_Section):
+    """Which catalog backend holds documents, versions, ACLs and partitions (DESIGN.md §7): SQLite
+    under `home` on one machine; Postgres when several nodes share it."""
+
+    backend: Literal["sqlite", "postgres"] = Field(
+        "sqlite", description="sqlite: <home>/catalog.sqlite (one machine); postgres: the server at `dsn`.")
+    dsn: Optional[str] = Field(
+        None, pattern=r"^postgres(ql)?://[^\s]{1,1000}$",
+        description="Postgres URL for backend 'postgres', e.g. postgresql://citadel@127.0.0.1:5432/citadel "
+                    "(`CITADEL_CATALOG__DSN`).")
+    pool_min_size: int = Field(1, ge=0, le=100, description="Pooled connections kept open per process.")
+    pool_max_size: int = Field(10, ge=1, le=1_000, description="Most pooled connections per process.")
+    pool_timeout_s: float = Field(5.0, gt=0, description="How long a call waits for a pooled connection "
+                                                         "before it fails closed (CatalogUnavailable).")
+
+    @model_validator(mode="after")
+    def _postgres_needs_a_dsn(self) -> "CatalogConfig":
+        if self.backend == "postgres" and not self.dsn:
+            raise ValueError("catalog.backend 'postgres' needs catalog.dsn (a postgresql:// URL)")
+        if self.pool_min_size > self.pool_max_size:
+            raise ValueError("catalog.pool_min_size is larger than catalog.pool_max_size")
+        return self
+
+
 class CitadelConfig(_Section):
     """The root. Every component receives the section it needs."""
 
@@ -558,6 +582,7 @@ class CitadelConfig(_Section):
     agent: AgentConfig = Field(default_factory=AgentConfig)
     tools: ToolsConfig = Field(default_factory=ToolsConfig)
     tracing: TracingConfig = Field(default_factory=TracingConfig)
+    catalog: CatalogConfig = Field(default_factory=CatalogConfig)
 
     @property
     def runs_path(self) -> Path:

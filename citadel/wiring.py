@@ -53,6 +53,12 @@ class Wiring:
     # ------------------------------------------------------------------ stores
     @cached_property
     def raw_catalog(self):
+        settings = self.config.catalog
+        if settings.backend == "postgres":
+            from citadel.catalog.postgres import PostgresCatalog
+
+            return PostgresCatalog(settings.dsn, min_size=settings.pool_min_size, max_size=settings.pool_max_size,
+                                   timeout_s=settings.pool_timeout_s)
         from citadel.catalog.sqlite import SQLiteCatalog
 
         return SQLiteCatalog(self.config.catalog_path)

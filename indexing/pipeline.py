@@ -249,8 +249,9 @@ class RayIngestPipeline:
     def _stream(self, records: pa.Table, acl: AclSpec | None, tenants: list[str], staging: Path,
                 report: PipelineReport) -> dict[tuple[str, int], _Document]:
         started = time.perf_counter()
+        node_cpus = max((n["Resources"].get("CPU", 0.0) for n in ray.nodes() if n.get("Alive")), default=None)
         plan = plan_stages(self._settings, ray.cluster_resources().get("CPU", 1.0), os.cpu_count() or 1,
-                           records.num_rows)
+                           records.num_rows, node_cpus)
         report.plan = plan.__dict__
         documents: dict[tuple[str, int], _Document] = {}
         busy = {"parse_chunk": 0.0, "embed": 0.0, "stage_write": 0.0, "model_load": 0.0}

@@ -29,14 +29,19 @@ class StagePlan:
     input_blocks: int
 
 
-def plan_stages(config: IngestPipelineConfig, ray_cpus: float, machine_cpus: int, documents: int) -> StagePlan:
-    """Size every stage so all of them fit in the instance at once (no stage starves another)."""
+def plan_stages(config: IngestPipelineConfig, ray_cpus: float, machine_cpus: int, documents: int,
+                node_cpus: float | None = None) -> StagePlan:
+    """Size every stage so all of them fit in the instance at once (no stage starves another).
+    `node_cpus`: the CPUs of the cluster's largest node — an actor runs on one node, so one asking for
+    more would never be placed (on a cluster of small nodes the embed share is capped there)."""
     on_gpu = config.embed_num_gpus > 0
     light = config.parse_actors * config.parse_cpus + config.write_cpus
     if on_gpu:
         embed_cpus = GPU_EMBED_ACTOR_CPUS
     else:
         embed_cpus = max(MIN_EMBED_ACTOR_CPUS, (ray_cpus - light) / config.embed_actors)
+        if node_cpus is not None:
+            embed_cpus = max(MIN_EMBED_ACTOR_CPUS, min(embed_cpus, node_cpus - config.parse_cpus))
     needed = light + embed_cpus * config.embed_actors
     if needed > ray_cpus + 1e-9:
         raise ValueError(f"the stages need {needed:g} CPUs but the Ray instance has {ray_cpus:g}: "

@@ -194,3 +194,14 @@ def test_embed_stage_marks_only_the_failing_document(tmp_path):
                            embed_stage=stage).to_pylist()
     assert {o["document_id"]: (o["status"], o["code"]) for o in outcomes} == {
         "leave": ("published", None), "poison": ("failed", "embed_error")}
+
+
+def test_on_a_cluster_of_small_nodes_an_embed_actor_asks_no_more_than_one_node_has():
+    """Three 1-CPU raylets have 3 CPUs, but no node can place a 2.5-CPU actor: the plan would hang."""
+    from citadel.config import IngestPipelineConfig
+    from indexing.plan import plan_stages
+
+    config = IngestPipelineConfig()
+    whole = plan_stages(config, 3.0, 2, 10)
+    capped = plan_stages(config, 3.0, 2, 10, node_cpus=1.0)
+    assert whole.embed_cpus > 1.0 >= capped.embed_cpus + config.parse_cpus
