@@ -235,19 +235,18 @@ def cluster_processes(state: ClusterState, node: Node | None = None) -> list[psu
     return list(found.values())
 
 
-def _stop(processes: list[psutil.Process]) -> int:
+def _signal(processes: list[psutil.Process], kill: bool) -> list[psutil.Process]:
+    """SIGTERM (or SIGKILL) each process, then wait; returns those still alive."""
     for process in processes:
         try:
-            process.terminate()
+            process.kill() if kill else process.terminate()
         except psutil.Error:
             pass
-    _, alive = psutil.wait_procs(processes, timeout=STOP_TIMEOUT_S)
-    for process in alive:
-        try:
-            process.kill()
-        except psutil.Error:
-            pass
-    psutil.wait_procs(alive, timeout=STOP_TIMEOUT_S)
+    return psutil.wait_procs(processes, timeout=STOP_TIMEOUT_S)[1]
+
+
+def _stop(processes: list[psutil.Process]) -> int:
+    _signal(_signal(processes, kill=False), kill=True)
     return len(processes)
 
 
@@ -269,10 +268,5 @@ def kill_node(home: Path, name: str) -> int:
     if node is None or node.name == HEAD:
         raise ClusterError(f"no worker node {name!r} in this home's cluster")
     processes = cluster_processes(state, node)
-    for process in processes:
-        try:
-            process.kill()
-        except psutil.Error:
-            pass
-    psutil.wait_procs(processes, timeout=STOP_TIMEOUT_S)
+    _signal(processes, kill=True)
     return len(processes)

@@ -26,6 +26,8 @@ from typing import Callable, Iterator
 
 import pytest
 
+from tests.required import missing
+
 PG_USER = "citadel"
 PG_SYSTEM_USER = "postgres"
 PG_START_TIMEOUT_S = 30
@@ -34,9 +36,7 @@ PG_POLL_S = 0.1
 
 
 def _require(message: str) -> None:
-    if os.environ.get("CITADEL_REQUIRE_POSTGRES") == "1":
-        pytest.fail(f"{message}; CITADEL_REQUIRE_POSTGRES=1 requires it")
-    pytest.skip(f"{message}; the Postgres tests are skipped")
+    missing("POSTGRES", message, "the Postgres tests are skipped")
 
 
 def find_postgres_bin() -> Path | None:

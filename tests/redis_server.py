@@ -5,7 +5,6 @@ CI installs the Debian package; CITADEL_REQUIRE_REDIS=1 makes its absence a fail
 
 from __future__ import annotations
 
-import os
 import shutil
 import socket
 import subprocess
@@ -13,6 +12,8 @@ import time
 from pathlib import Path
 
 import pytest
+
+from tests.required import missing
 import redis
 
 REDIS_START_TIMEOUT_S = 10.0
@@ -48,10 +49,8 @@ def redis_url(tmp_path_factory):
     """A private redis-server on a free localhost port, without persistence; always stopped afterwards."""
     binary = shutil.which("redis-server")
     if binary is None:
-        message = "redis-server is not on PATH (install the Debian package `redis-server`)"
-        if os.environ.get("CITADEL_REQUIRE_REDIS") == "1":
-            pytest.fail(f"{message}; CITADEL_REQUIRE_REDIS=1 requires it")
-        pytest.skip(f"{message}; the Redis half of the state conformance suite is skipped")
+        missing("REDIS", "redis-server is not on PATH (install the Debian package `redis-server`)",
+                "the Redis half of the state conformance suite is skipped")
     workdir = tmp_path_factory.mktemp("redis")
     port = _free_port()
     log = workdir / "redis.log"

@@ -268,9 +268,7 @@ class Orchestrator:
                                               state.run.question, response, self.today(), self.wall_clock,
                                               run_id=state.run_id)
                 if verdict.action == HOLD:
-                    self._emit(state, EventType.REVIEW_PENDING, f"review:{verdict.task.approval_id}",
-                               held_body(verdict.task, verdict.task.context.get("message", "")))
-                    return PARKED
+                    return self._review_pending(state, verdict.task)
                 if verdict.action == CLOSED:
                     record = closed_record(record, verdict)
             record = self._record(state, "answer", record)
@@ -519,8 +517,13 @@ class Orchestrator:
             task = request_review(self.approvals, failed, tenant_id=state.principal.tenant_id, run_id=state.run_id,
                                   base=step.id, round_=outcome["round"], requester=state.principal.user_id,
                                   now=self.wall_clock(), expire_after_s=self.reviews.expire_after_s)
+        self._review_pending(state, task, step_id=step.id)
+
+    def _review_pending(self, state: RunState, task: Approval, **where: str) -> str:
+        """Tell the client a review task holds the run (once per task); the run then parks."""
         self._emit(state, EventType.REVIEW_PENDING, f"review:{task.approval_id}",
-                   {"step_id": step.id, **held_body(task, task.context.get("message", ""))})
+                   {**where, **held_body(task, task.context.get("message", ""))})
+        return PARKED
 
     def _requested_actions(self, state: RunState) -> list:
         """What the user's own message asks the run to do, for the case's subject (the first name in
@@ -675,9 +678,7 @@ class Orchestrator:
                 record["answer"] = f"{record['answer']} {missing_note(record['missing'])}"
             verdict = self._answer_verdict(state, evidence, passages, conflicts, record, response.invalid_markers)
             if verdict.action == HOLD:
-                self._emit(state, EventType.REVIEW_PENDING, f"review:{verdict.task.approval_id}",
-                           held_body(verdict.task, verdict.task.context.get("message", "")))
-                return PARKED
+                return self._review_pending(state, verdict.task)
             if verdict.action == CLOSED:
                 record = closed_record(record, verdict)
             if actions_of(state):

@@ -10,6 +10,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from citadel.tools.approvals import Approval, TaskKind
+from citadel.tools.reviews import ReviewReason
 from citadel.tools.spec import PATH_PLACEHOLDER, ToolSpec
 
 NONE_SHOWN = "—"
@@ -44,7 +45,7 @@ def diff_rows(proposed: Mapping[str, Any], current: Mapping[str, Any] | None) ->
 def editable_fields(approval: Approval, spec: ToolSpec | None) -> list[dict[str, Any]]:
     """The arguments a reviewer may change: those of a plain type, less the ones that name the record
     in the tool's path (another record would be another request)."""
-    if spec is None or approval.kind is TaskKind.REVIEW and approval.reason != "action_out_of_scope":
+    if spec is None or approval.kind is TaskKind.REVIEW and approval.reason != ReviewReason.ACTION_OUT_OF_SCOPE:
         return []
     properties = spec.args_schema.get("properties", {})
     fixed = (spec.http.placeholders() if spec.http is not None else set()) | spec_identifiers(spec)

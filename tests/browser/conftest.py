@@ -6,13 +6,14 @@ installs the packages), which makes its absence a failure instead."""
 
 from __future__ import annotations
 
-import os
 import socket
 import threading
 import time
 from pathlib import Path
 
 import pytest
+
+from tests.required import missing
 
 # the running example's fixtures (a home with Northwind, the CRM, the fake clock)
 from tests.integration.test_approvals_api import clock, planned_by_rules  # noqa: F401
@@ -26,9 +27,7 @@ PAGE_LOAD_TIMEOUT_S = 30
 
 
 def _missing(message: str) -> None:
-    if os.environ.get("CITADEL_REQUIRE_BROWSER") == "1":
-        pytest.fail(f"{message}; CITADEL_REQUIRE_BROWSER=1 requires it")
-    pytest.skip(f"{message}; the browser tests are skipped")
+    missing("BROWSER", message, "the browser tests are skipped")
 
 
 @pytest.fixture
