@@ -20,6 +20,8 @@ app = typer.Typer(help="Size RAM, SSD, GPUs, replicas and tokens; simulate retri
 console = Console()
 
 DEFAULT_RATES_PATH = Path("var/capacity-rates.yaml")
+DEFAULT_MODEL_PATH = Path("var/capacity-model.yaml")
+P95_TOLERANCE_PCT = 25.0  # issue 17: predicted p95 within 25% of measured after calibration
 
 
 def _finite(value: Any) -> Any:
@@ -222,8 +224,24 @@ def calibrate(
     quick: bool = typer.Option(False, "--quick", help="Tiny benchmarks: a smoke test, not a measurement."),
     benchmarks: Path = typer.Option(Path("benchmarks/out"), "--benchmarks",
                                     help="Outputs of benchmarks/ to reuse when present (HNSW at 100k-1M)."),
+    runs: list[Path] = typer.Option([], "--runs", exists=True,
+                                    help="Measured load runs / drills: a summary.json or report.json, or a "
+                                         "directory searched for them. Fits the service model instead of "
+                                         "running the micro-benchmarks."),
+    model_out: Path = typer.Option(DEFAULT_MODEL_PATH, "--model-out", help="Where `--runs` writes the model."),
+    holdout: list[str] = typer.Option([], "--holdout",
+                                      help="With --runs: runs whose path contains this are predicted, not fitted."),
+    rates: Optional[Path] = typer.Option(None, "--rates", dir_okay=False,
+                                         help="With --runs: the rates behind the model before calibration "
+                                              f"(default: {DEFAULT_RATES_PATH} when it exists)."),
 ) -> None:
-    """Measure embed/rerank, exact, HNSW and BM25 rates here; `plan --rates FILE` uses them."""
+    """Measure embed/rerank, exact, HNSW and BM25 rates here; `plan --rates FILE` uses them.
+
+    With --runs: fit the service model to measured runs and show predicted against measured p95 and
+    requests/s, before (the planner's rates) and after calibration."""
+    if runs:
+        _calibrate_from_runs(runs, model_out, holdout, rates or DEFAULT_RATES_PATH, as_json)
+        return
     from capacity.calibrate import BENCHMARKS, QUICK_SIZES, CalibrationSizes, run_calibration, write_rates
 
     unknown = sorted(set(skip) - set(BENCHMARKS))
@@ -245,6 +263,92 @@ def calibrate(
         table.add_row(f"{name} (skipped)", reason)
     console.print(table)
     console.print(f"wrote {path}")
+
+
+def _calibrate_from_runs(paths: list[Path], model_out: Path, holdout: list[str], rates_path: Path,
+                         as_json: bool) -> None:
+    from dataclasses import asdict
+
+    from capacity.measured import compare, default_model, fit_model, load_runs, read_rates, write_model
+
+    runs, skipped = load_runs(paths)
+    if not runs:
+        reasons = "; ".join(f"{p}: {why}" for p, why in skipped.items()) or "no summary.json or report.json found"
+        raise typer.BadParameter(f"no usable run: {reasons}", param_hint="--runs")
+    runs.sort(key=lambda run: (run.users or 0, run.source))  # the table reads as load levels, lightest first
+    held_out = [run for run in runs if any(part in run.source for part in holdout)]
+    fit_on = [run for run in runs if run not in held_out and run.closed_loop]
+    not_fitted = {run.source: f"shape {run.shape!r} varies its users (or none given): predicted open-loop at "
+                              "the measured rate" for run in runs if not run.closed_loop and run not in held_out}
+    before = default_model(read_rates(rates_path))
+    try:
+        after = fit_model(fit_on, start=before)
+    except ValueError as error:
+        raise typer.BadParameter(str(error), param_hint="--runs") from error
+    fitted_on = [run.source for run in fit_on]
+    path = write_model(after, model_out, fitted_on=fitted_on)
+    rows = compare(runs, before, after, fitted_on=fitted_on)
+    within = [row for row in rows if _within(row["after"]["p95_error_pct"])]
+    result = {"model": asdict(after), "before_model": asdict(before), "written_to": str(path),
+              "fitted_on": fitted_on, "held_out": [run.source for run in held_out], "not_fitted": not_fitted,
+              "skipped": skipped,
+              "rows": rows, "p95_tolerance_pct": P95_TOLERANCE_PCT, "runs_within_tolerance_after": len(within),
+              "load_levels_within_tolerance_after": len({row["users"] for row in within})}
+    if as_json:
+        _print_json(result)
+        return
+    _render_calibration(result)
+
+
+def _within(error_pct: float | None) -> bool:
+    return error_pct is not None and abs(error_pct) <= P95_TOLERANCE_PCT
+
+
+def _pct(value: float | None) -> str:
+    return "-" if value is None else f"{value:+.0f}%"
+
+
+def _render_calibration(result: dict) -> None:
+    common = _common_prefix([row["run"] for row in result["rows"]])
+    table = Table(title="Predicted against measured: p95 (ms) and requests/s, before and after calibration",
+                  box=None, padding=(0, 1), collapse_padding=True, pad_edge=False)
+    table.add_column("run", no_wrap=True)
+    for column in ("users", "fit", "p95", "rps", "before p95", "err", "rps", "err",
+                   "after p95", "err", "rps", "err"):
+        table.add_column(column, justify="right", no_wrap=True)
+    for row in result["rows"]:
+        measured, before, after = row["measured"], row["before"], row["after"]
+        table.add_row(row["run"][len(common):] or row["run"], _num(row["users"]),
+                      "yes" if row["fitted"] else "no",
+                      _ms(measured["p95_ms"]), _num(measured["throughput_rps"], 1),
+                      _ms(before["p95_ms"]), _pct(before["p95_error_pct"]),
+                      _num(before["throughput_rps"], 1), _pct(before["throughput_error_pct"]),
+                      _ms(after["p95_ms"]), _pct(after["p95_error_pct"]),
+                      _num(after["throughput_rps"], 1), _pct(after["throughput_error_pct"]))
+    console.print(table)
+    model = result["model"]
+    console.print(f"model: {model['servers']} servers, retrieve {model['retrieve_ms']:.1f} ms, "
+                  f"answer {model['answer_ms']:.1f} ms, other {model['other_ms']:.1f} ms, "
+                  f"cv {model['cv']:.2f}, overhead {model['overhead_ms']:.1f} ms")
+    console.print(f"p95 within ±{P95_TOLERANCE_PCT:.0f}% after calibration: {result['runs_within_tolerance_after']} "
+                  f"of {len(result['rows'])} runs, {result['load_levels_within_tolerance_after']} load level(s); "
+                  "fit: yes = calibrated on that run, no = held out or a varying shape")
+    for source, reason in result["not_fitted"].items():
+        console.print(f"not fitted on {source}: {reason}")
+    for source, reason in result["skipped"].items():
+        console.print(f"skipped {source}: {reason}")
+    console.print(f"wrote {result['written_to']}")
+
+
+def _common_prefix(sources: list[str]) -> str:
+    """The directory part all run paths share, so the table shows what differs."""
+    if len(sources) < 2:
+        return ""
+    prefix = sources[0]
+    for source in sources[1:]:
+        while not source.startswith(prefix):
+            prefix = prefix[:-1]
+    return prefix[: prefix.rfind("/") + 1]
 
 
 if __name__ == "__main__":

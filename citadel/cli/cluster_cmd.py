@@ -1,4 +1,4 @@
-"""`citadel cluster up|down|status`: a multi-node Ray cluster on this machine (cluster/multinode.py),
+"""`citadel cluster up|down|status|kill-node`: a multi-node Ray cluster on this machine (cluster/multinode.py),
 for `citadel up --address` and `citadel ingest --address`."""
 
 from __future__ import annotations
@@ -20,12 +20,14 @@ ConfigOption = typer.Option(None, "--config", help="YAML config file (its home k
 def up(nodes: int = typer.Option(3, "--nodes", min=1, max=8, help="Nodes, the head included."),
        cpus: int = typer.Option(1, "--cpus-per-node", min=1, max=64, help="Logical CPUs of each node."),
        object_store_mb: int = typer.Option(100, "--object-store-mb", min=80, help="Object store of each node."),
+       head_cpus: Optional[int] = typer.Option(None, "--head-cpus", min=0, max=64, help="Logical CPUs of the head "
+                                               "(default: --cpus-per-node); 0 keeps replicas and tasks on workers."),
        config: Optional[Path] = ConfigOption) -> None:
     """Start a head and workers as separate raylets on 127.0.0.1; print the address to pass as --address."""
     from cluster.multinode import ClusterError, cluster_up, state_path
 
     try:
-        state = cluster_up(load_config(config).home, nodes, cpus, object_store_mb)
+        state = cluster_up(load_config(config).home, nodes, cpus, object_store_mb, head_cpus)
     except ClusterError as error:
         typer.echo(f"error: {error}", err=True)
         raise typer.Exit(1)
@@ -42,6 +44,23 @@ def down(config: Optional[Path] = ConfigOption) -> None:
 
     stopped = cluster_down(load_config(config).home)
     typer.echo(f"stopped {stopped} processes" if stopped else "no cluster was running")
+
+
+@app.command("kill-node")
+def kill_node_command(name: str = typer.Argument(..., help="The node: w1, w2, ... (the head is never killed)."),
+                      home: Optional[Path] = typer.Option(None, "--home", help="The home whose cluster it is."),
+                      config: Optional[Path] = ConfigOption) -> None:
+    """Kill one worker node's raylet and its workers at once (SIGKILL), as a crashed machine would go:
+    what the node-kill drill does to the local cluster."""
+    from cluster.multinode import ClusterError, kill_node
+
+    loaded = load_config(config)
+    try:
+        killed = kill_node(home.resolve() if home else loaded.home, name)
+    except ClusterError as error:
+        typer.echo(f"error: {error}", err=True)
+        raise typer.Exit(1)
+    typer.echo(f"killed {killed} processes of node {name}")
 
 
 @app.command("status")

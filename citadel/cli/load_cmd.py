@@ -113,11 +113,11 @@ def load(
     raise typer.Exit(1 if summary["timed_out"] or not summary["total"] else 0)
 
 
-def run_runner(arguments: list[str], timeout_s: float) -> int:
-    """`python -m loadtests.run_load ARGUMENTS` in its own process group, its stdout (the summary JSON)
+def run_runner(arguments: list[str], timeout_s: float, module: str = "loadtests.run_load") -> int:
+    """`python -m MODULE ARGUMENTS` (loadtests.run_load by default) in its own process group, its stdout (the summary JSON)
     discarded; past `timeout_s` that group, and only it, is killed. Its exit code (-9 when killed)."""
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))}
-    process = subprocess.Popen([sys.executable, "-m", "loadtests.run_load", *arguments], cwd=REPO, env=env,
+    process = subprocess.Popen([sys.executable, "-m", module, *arguments], cwd=REPO, env=env,
                                stdout=subprocess.DEVNULL, start_new_session=True)
     try:
         return process.wait(timeout=timeout_s)

@@ -10,6 +10,7 @@ import logging
 from citadel.catalog.base import Catalog
 from citadel.config import CitadelConfig
 from citadel.resilience.breaker import BreakerOpen
+from citadel.resilience.faults import InjectedFault
 from citadel.resilience.guards import Guard
 from citadel.state import State
 from citadel.state.base import StateUnavailable
@@ -18,8 +19,9 @@ from serving.services.metrics import ApiMetrics
 
 log = logging.getLogger(__name__)
 
-# Failures of the cache store: the answer is computed afresh and says so.
-CACHE_FAILURES = (StateUnavailable, BreakerOpen)
+# Failures of the cache store: the answer is computed afresh and says so. A drill's injected fault
+# stands for the store failing (the Redis-down drill), so it fails open the same way.
+CACHE_FAILURES = (StateUnavailable, BreakerOpen, InjectedFault)
 
 
 class AnswerCacheView:

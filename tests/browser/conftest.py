@@ -6,13 +6,11 @@ installs the packages), which makes its absence a failure instead."""
 
 from __future__ import annotations
 
-import socket
-import threading
-import time
 from pathlib import Path
 
 import pytest
 
+from tests.live_server import LiveServer
 from tests.required import missing
 
 # the running example's fixtures (a home with Northwind, the CRM, the fake clock)
@@ -21,8 +19,6 @@ from tests.integration.test_approvals_api import clock, planned_by_rules  # noqa
 REPO = Path(__file__).resolve().parents[2]
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMEDRIVER = Path("/usr/bin/chromedriver")
-SERVER_START_TIMEOUT_S = 20.0
-SERVER_STOP_TIMEOUT_S = 10.0
 PAGE_LOAD_TIMEOUT_S = 30
 
 
@@ -58,34 +54,6 @@ def browser(tmp_path):
         driver.quit()
 
 
-class LiveServer:
-    """An ASGI app served by uvicorn on a thread, on a free port of 127.0.0.1."""
-
-    def __init__(self, app):
-        import uvicorn
-
-        self._sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        self._sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        self._sock.bind(("127.0.0.1", 0))
-        self.url = f"http://127.0.0.1:{self._sock.getsockname()[1]}"
-        self._server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="off"))
-        self._thread = threading.Thread(target=self._server.run, kwargs={"sockets": [self._sock]},
-                                        name="live-gateway", daemon=True)
-
-    def start(self) -> "LiveServer":
-        self._thread.start()
-        deadline = time.monotonic() + SERVER_START_TIMEOUT_S
-        while not self._server.started:
-            if not self._thread.is_alive() or time.monotonic() > deadline:
-                self.stop()
-                pytest.fail(f"the gateway did not start on {self.url} within {SERVER_START_TIMEOUT_S} s")
-            time.sleep(0.05)
-        return self
-
-    def stop(self) -> None:
-        self._server.should_exit = True
-        self._thread.join(SERVER_STOP_TIMEOUT_S)
-        self._sock.close()
 
 
 @pytest.fixture

@@ -209,6 +209,23 @@ def test_cache_hit_whose_live_check_fails_is_a_503(client, home):
     assert_error(client.post("/v1/answer", json=question, headers=home.headers()), 503, "permissions_unavailable")
 
 
+def test_the_answer_cache_failing_by_injected_fault_fails_open_visibly(tmp_path):
+    """The Redis-down drill: a fault injected into the cache stage is the cache failing, so the answer
+    is computed afresh and flagged `cache_unavailable`, from the first failure on (before this, the
+    calls that failed before the cache's breaker opened were 503s)."""
+    from citadel.resilience.faults import FaultSpec
+    from citadel.resilience.process import fault_store
+
+    home = make_home(tmp_path / "home", CITADEL_SERVING__FAULT_INJECTION="true")
+    with client_for(home) as client:
+        fault_store(home.config).set(FaultSpec(stage="cache", error_rate=1.0))
+        time.sleep(0.6)  # a little over the fault store's read interval
+        for question in ("What is the hotel limit per night?", "What is the meal allowance on business trips?"):
+            response = client.post("/v1/answer", json={"question": question}, headers=home.headers())
+            assert response.status_code == 200, response.text
+            assert "cache_unavailable" in response.json()["degraded"]
+
+
 def test_empty_and_one_word_questions_get_a_clarifying_question(client, home):
     """Issue 13, bad input: no 500, no 422, no guess — a question back, naming sections when any matched."""
     for question in ("", "   ", "?", "hotel"):

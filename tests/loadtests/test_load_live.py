@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import concurrent.futures
 import socket
-import threading
 import time
 
 import psutil
@@ -16,6 +15,7 @@ import pytest
 from loadtests.population import LoadSettings, Workload
 from loadtests.run_load import run_load
 from tests.integration.conftest import make_home
+from tests.live_server import LiveServer
 
 RUN_S = 25
 USERS = 4
@@ -23,32 +23,6 @@ QUESTIONS = ["What is the hotel limit per night?", "What is the hotel limit per 
              "What is the meal allowance on business trips?"]
 WORKLOAD = Workload.from_dict({"tenants": [{"tenant": "acme", "group_sets": [["staff"], ["staff", "exec"]],
                                             "questions": QUESTIONS}], "users_per_tenant": 50})
-
-
-class _Server:
-    """The gateway served by uvicorn on a thread, on a free port of 127.0.0.1."""
-
-    def __init__(self, app):
-        import uvicorn
-
-        self._sock = socket.socket()
-        self._sock.bind(("127.0.0.1", 0))
-        self.url = f"http://127.0.0.1:{self._sock.getsockname()[1]}"
-        self._server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="off"))
-        self._thread = threading.Thread(target=self._server.run, kwargs={"sockets": [self._sock]}, daemon=True)
-
-    def __enter__(self) -> "_Server":
-        self._thread.start()
-        deadline = time.monotonic() + 20
-        while not self._server.started:
-            assert self._thread.is_alive() and time.monotonic() < deadline, "the gateway did not start"
-            time.sleep(0.05)
-        return self
-
-    def __exit__(self, *_) -> None:
-        self._server.should_exit = True
-        self._thread.join(10)
-        self._sock.close()
 
 
 @pytest.fixture
@@ -63,7 +37,7 @@ def live_api(tmp_path):
     app.state.services = build_services(home.config)
     app.state.executor = concurrent.futures.ThreadPoolExecutor(4)
     try:
-        with _Server(app) as server:
+        with LiveServer(app) as server:
             yield home, server.url
     finally:
         app.state.services.admin.wait_for_jobs(30)

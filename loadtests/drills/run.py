@@ -1,0 +1,164 @@
+"""Run drills from the catalog against a deployment over HTTP: the traffic and the fault side by side,
+then the verdict, `report.json` and `timeline.png` in a folder per drill.
+
+`python -m loadtests.drills.run --settings FILE (--scenario NAME ... | --all) --out DIR` is what
+`citadel drill run` runs (the CLI imports no loadtests). The settings are loadtests.population's
+LoadSettings (the calling service's token and signing key, the admin token). Bounded: a scenario's
+load lasts at most scenario.MAX_DRILL_S; loopback only unless `--remote`; a stage fault is cleared
+even when the drill fails half-way, so no fault outlives its drill.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+import threading
+import time
+from pathlib import Path
+
+import httpx
+
+from loadtests.client import HTTP_TIMEOUT_S
+from loadtests.drills.control import clear_fault, metric_value
+from loadtests.drills.inject import DrillNotApplicable, FaultLog, check_applicable, direct_fault, settle_uploads
+from loadtests.drills.plot import write_timeline
+from loadtests.drills.scenario import DrillScenario, catalog, find_scenario
+from loadtests.drills.traffic import Traffic, run_traffic
+from loadtests.drills.verdict import checks, summary, timeline
+from loadtests.population import LoadSettings
+from loadtests.run_load import is_loopback_url
+
+RETRIES_METRIC = "citadel_retriever_retries_total"
+
+
+def _server_retries(url: str, metrics_token: str | None) -> float | None:
+    if not metrics_token:
+        return None
+    try:
+        return metric_value(url, metrics_token, RETRIES_METRIC)
+    except httpx.HTTPError:
+        return None
+
+
+def _topology(url: str) -> dict:
+    try:
+        return {"name": httpx.get(f"{url}/healthz", timeout=HTTP_TIMEOUT_S).json().get("topology")}
+    except (httpx.HTTPError, ValueError, AttributeError):
+        return {}
+
+
+def run_drill(scenario: DrillScenario, settings: LoadSettings, out_dir: Path, metrics_token: str | None = None,
+              node_killer: list[str] | None = None, log=print) -> dict:
+    """One drill: its report (also `out_dir/report.json`; the timeline in `out_dir/timeline.png`)."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    base = {"drill": scenario.name, "description": scenario.description, "url": settings.url,
+            "users": scenario.load.concurrency, "shape": "constant", "run_time_s": scenario.load.total_s}
+    try:
+        check_applicable(scenario, settings.admin_token, node_killer)
+    except DrillNotApplicable as reason:
+        return _write(out_dir, {**base, "verdict": "skipped", "reason": str(reason), "checks": []})
+    base["topology"] = _topology(settings.url)
+    retries_before = _server_retries(settings.url, metrics_token)
+    traffic, faults = Traffic(), FaultLog()
+    director = threading.Thread(target=_direct, name="drill-fault", daemon=True,
+                                args=(settings, scenario, traffic, faults, node_killer, log))
+    started = time.monotonic()
+    director.start()
+    asyncio.run(run_traffic(settings, scenario.load, traffic, scenario.seed))
+    director.join(timeout=scenario.load.total_s + 120)
+    if scenario.fault.kind == "dead_letters":
+        settle_uploads(settings.url, settings.admin_token, faults)
+    retries_after = _server_retries(settings.url, metrics_token)
+    retry_share = (round((retries_after - retries_before) / max(1, len(traffic.outcomes)), 4)
+                   if retries_before is not None and retries_after is not None else None)
+    rows = timeline(traffic.outcomes, scenario, faults)
+    found = checks(traffic.outcomes, rows, scenario, faults, retry_share)
+    verdict = "pass" if traffic.outcomes and found and all(c["passed"] for c in found) else "fail"
+    fault_start = faults.fault_at_s if faults.fault_at_s is not None else scenario.load.before_s
+    fault_end = faults.fault_end_s if faults.fault_end_s is not None else fault_start + scenario.load.fault_s
+    plot = write_timeline(rows, fault_start, fault_end, f"drill {scenario.name}: {verdict}", out_dir / "timeline.png")
+    report = {**base, "verdict": verdict, "checks": found, **summary(traffic.outcomes, scenario.load.total_s),
+              "fault": {"kind": scenario.fault.kind, "start_s": round(fault_start, 2), "end_s": round(fault_end, 2),
+                        "events": faults.events, "uploads": faults.uploads},
+              "server_retry_share": retry_share, "wall_s": round(time.monotonic() - started, 1),
+              "timeline": rows, "timeline_png": str(plot)}
+    return _write(out_dir, report)
+
+
+def _direct(settings: LoadSettings, scenario: DrillScenario, traffic: Traffic, faults: FaultLog,
+            node_killer: list[str] | None, log) -> None:
+    try:
+        direct_fault(settings.url, settings.admin_token, scenario, traffic.since, faults, node_killer)
+    except Exception as error:  # noqa: BLE001 - the drill must still report, and clear what it set
+        faults.note(traffic.since(), "fault side failed", error=f"{type(error).__name__}: {error}"[:300])
+        log({"drill": scenario.name, "fault side failed": str(error)[:300]})
+    finally:
+        if scenario.fault.kind == "stage":
+            try:
+                clear_fault(settings.url, settings.admin_token, scenario.fault.stage)
+            except httpx.HTTPError:
+                faults.note(traffic.since(), "fault could not be cleared: clear it by hand",
+                            stage=scenario.fault.stage)
+
+
+def _write(out_dir: Path, report: dict) -> dict:
+    (out_dir / "report.json").write_text(json.dumps(report, indent=1) + "\n")
+    return report
+
+
+def run_many(names: list[str], settings: LoadSettings, out_dir: Path, metrics_token: str | None,
+             node_killer: list[str] | None, log=print) -> dict:
+    """Each named drill in turn, each into `out_dir/<name>`; the table of verdicts (`out_dir/drills.json`)."""
+    rows = []
+    for name in names:
+        scenario = find_scenario(name)
+        log({"drill": scenario.name, "event": "start", "seconds": scenario.load.total_s})
+        report = run_drill(scenario, settings, out_dir / scenario.name, metrics_token, node_killer, log)
+        rows.append({"drill": scenario.name, "verdict": report["verdict"], "reason": report.get("reason"),
+                     "requests": report.get("total", {}).get("requests"),
+                     "checks": [{k: c[k] for k in ("check", "passed", "measured", "limit")} for c in report["checks"]],
+                     "report": str(out_dir / scenario.name / "report.json"),
+                     "timeline_png": report.get("timeline_png")})
+        log({"drill": scenario.name, "verdict": report["verdict"]})
+    table = {"drills": rows, "passed": all(r["verdict"] in ("pass", "skipped") for r in rows)}
+    (out_dir / "drills.json").write_text(json.dumps(table, indent=1) + "\n")
+    return table
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Exit 0 when every drill passed or was skipped, 1 when one failed, 2 when the run is refused."""
+    parser = argparse.ArgumentParser(prog="python -m loadtests.drills.run", description=main.__doc__)
+    parser.add_argument("--settings", type=Path, required=True, help="LoadSettings as JSON")
+    parser.add_argument("--scenario", action="append", default=[], help="a catalog name or a scenario file")
+    parser.add_argument("--all", action="store_true", help="every scenario of the catalog")
+    parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--metrics-token-file", type=Path)
+    parser.add_argument("--node-kill-command", help="JSON argv prefix; the node's name is appended")
+    parser.add_argument("--remote", action="store_true", help="allow a URL that is not loopback")
+    args = parser.parse_args(argv)
+    settings = LoadSettings.from_json(args.settings.read_text())
+    names = list(catalog()) if args.all else args.scenario
+    if not names:
+        print("refused: name a scenario or pass --all", file=sys.stderr)
+        return 2
+    if not args.remote and not is_loopback_url(settings.url):
+        print(f"refused: {settings.url} is not a loopback address; pass --remote to drill another host",
+              file=sys.stderr)
+        return 2
+    try:
+        [find_scenario(name) for name in names]
+    except ValueError as error:
+        print(f"refused: {error}", file=sys.stderr)
+        return 2
+    metrics_token = args.metrics_token_file.read_text().strip() if args.metrics_token_file else None
+    killer = json.loads(args.node_kill_command) if args.node_kill_command else None
+    table = run_many(names, settings, args.out, metrics_token, killer, log=lambda row: print(json.dumps(row),
+                                                                                            file=sys.stderr))
+    print(json.dumps(table, indent=1))
+    return 0 if table["passed"] else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,109 @@
+"""The drill catalog run for real over HTTP against the API served by uvicorn on 127.0.0.1 (fused
+services in process, fault injection on): each drill's fault goes through the admin API, its
+traffic is real requests with minted user contexts, and its verdict, report and timeline PNG are
+written. The phases are shortened; the catalog's own lengths run in `citadel drill run --all`.
+
+Replica and node kills end a process, so they are drilled against Ray Serve on the local cluster
+(the closing figures), not in this test's own process; here the node kill without a node killer is
+reported `skipped` with its reason."""
+
+from __future__ import annotations
+
+import concurrent.futures
+import json
+
+import pytest
+
+from loadtests.drills.run import run_drill, run_many
+from loadtests.drills.scenario import find_scenario
+from loadtests.population import LoadSettings, Workload
+from tests.integration.conftest import METRICS_TOKEN, make_home
+from tests.live_server import LiveServer
+
+QUESTIONS = ["What is the hotel limit per night?", "What is the hotel limit per night in London?",
+             "What is the meal allowance on business trips?"]
+WORKLOAD = Workload.from_dict({"tenants": [{"tenant": "acme", "group_sets": [["staff"], ["staff", "exec"]],
+                                            "questions": QUESTIONS}], "users_per_tenant": 20})
+SHORT = {"before_s": 3.0, "fault_s": 8.0, "after_s": 6.0}
+
+
+@pytest.fixture(scope="module")
+def drill_api(tmp_path_factory):
+    """A home with Acme ingested and fault injection on, served on loopback; (home, settings)."""
+    from citadel.identity.keys import current_service_key
+    from serving.http.api import create_api
+    from serving.services.compose import build_services
+
+    # back-to-back drill traffic is far over a real user's daily budget
+    home = make_home(tmp_path_factory.mktemp("drills") / "home", CITADEL_SERVING__FAULT_INJECTION="true",
+                     CITADEL_STATE__BUDGET_REQUESTS_PER_DAY="10000000", CITADEL_STATE__BUDGET_COST_PER_DAY="1000000")
+    key = current_service_key(home.config.service_keys_path, "app", create=True)
+    app = create_api()
+    app.state.services = build_services(home.config)
+    app.state.executor = concurrent.futures.ThreadPoolExecutor(8)
+    try:
+        with LiveServer(app) as server:
+            yield home, LoadSettings(server.url, "app", home.service_token, key.kid, key.secret,
+                                     audience=home.config.identity.audience, admin_token=home.admin_token,
+                                     workload=WORKLOAD, seed=3)
+    finally:
+        app.state.services.admin.wait_for_jobs(30)
+        app.state.executor.shutdown(wait=True)
+
+
+def _short(name: str, **load):
+    scenario = find_scenario(name)
+    return scenario.model_copy(update={"load": scenario.load.model_copy(update={**SHORT, **load})})
+
+
+@pytest.mark.slow
+def test_permission_store_down_fails_closed_with_no_passage_and_returns(drill_api, tmp_path):
+    home, settings = drill_api
+    report = run_drill(_short("permissions-down", after_s=14.0), settings, tmp_path / "d")
+    checks = {c["check"]: c for c in report["checks"]}
+    assert report["verdict"] == "pass", json.dumps(report["checks"])
+    assert checks["passages returned in the window (leaks)"]["measured"] == 0
+    inside = [row for row in report["timeline"] if report["fault"]["start_s"] + 1 < row["t_s"] < report["fault"]["end_s"] - 1]
+    assert inside and all(row["failures_5xx"] == row["requests"] for row in inside)  # every one a 503
+    assert json.loads((tmp_path / "d" / "report.json").read_text())["verdict"] == "pass"
+    assert (tmp_path / "d" / "timeline.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["redis-down", "reranker-down", "slow-generator", "retry-storm"])
+def test_degrading_drills_keep_answers_flowing(drill_api, tmp_path, name):
+    home, settings = drill_api
+    load = {"fault_s": 12.0, "after_s": 14.0} if name == "slow-generator" else {}
+    report = run_drill(_short(name, **load), settings, tmp_path / name, metrics_token=METRICS_TOKEN)
+    assert report["verdict"] == "pass", json.dumps(report["checks"])
+    allowed = {"200", "503"} if name == "retry-storm" else {"200"}  # the storm's injected failures are 503s
+    assert report["total"]["requests"] > 20 and set(report["statuses"]) <= allowed, report["statuses"]
+
+
+@pytest.mark.slow
+def test_a_dead_letter_backlog_is_dead_lettered_while_queries_go_on(drill_api, tmp_path):
+    home, settings = drill_api
+    scenario = _short("dead-letter-backlog")
+    scenario = scenario.model_copy(update={"fault": scenario.fault.model_copy(update={"documents": 4})})
+    report = run_drill(scenario, settings, tmp_path / "dl")
+    assert report["verdict"] == "pass", json.dumps(report["checks"])
+    assert [u["job_status"] for u in report["fault"]["uploads"]] == ["partial"] * 4
+
+
+@pytest.mark.slow
+def test_a_broken_guarantee_fails_the_verdict(drill_api, tmp_path):
+    """The same permission-store fault judged as if answers had to keep flowing: the drill fails."""
+    home, settings = drill_api
+    scenario = _short("permissions-down")
+    scenario = scenario.model_copy(update={"expect": scenario.expect.model_copy(update={
+        "min_ok_share_in_fault": 0.99, "fault_statuses": []})})
+    report = run_drill(scenario, settings, tmp_path / "broken")
+    assert report["verdict"] == "fail"
+    assert [c["check"] for c in report["checks"] if not c["passed"]] == ["2xx share in the window"]
+
+
+def test_a_node_kill_without_a_node_killer_is_skipped_with_its_reason(tmp_path):
+    settings = LoadSettings("http://127.0.0.1:9", "app", "t", "k", "00", workload=WORKLOAD)
+    table = run_many(["node-kill"], settings, tmp_path, None, None, log=lambda _: None)
+    [row] = table["drills"]
+    assert row["verdict"] == "skipped" and "node killer" in row["reason"] and table["passed"]
