@@ -155,18 +155,23 @@ def _ray_start(args: list[str], env: dict[str, str], worker: bool, log) -> None:
 
 
 # ---------------------------------------------------------------------- up, down, a node's processes
-def cluster_up(home: Path, nodes: int = 3, cpus_per_node: int = 1, object_store_mb: int = 100) -> ClusterState:
-    """Start a head and `nodes - 1` workers on loopback; wait until all are registered there."""
+def cluster_up(home: Path, nodes: int = 3, cpus_per_node: int = 1, object_store_mb: int = 100,
+               head_cpus: int | None = None) -> ClusterState:
+    """Start a head and `nodes - 1` workers on loopback; wait until all are registered there.
+    `head_cpus` (default `cpus_per_node`): 0 keeps tasks and replicas off the head, which then runs
+    only the GCS, Serve's controller and its HTTP proxy (as a KubeRay head with num-cpus 0)."""
     if not 1 <= nodes <= MAX_NODES:
         raise ClusterError(f"a local cluster has 1 to {MAX_NODES} nodes")
+    if head_cpus is not None and (head_cpus < 0 or (head_cpus == 0 and nodes == 1)):
+        raise ClusterError("head_cpus must be >= 0, and a cluster of one node needs CPUs on its head")
     existing = read_state(home)
     if existing is not None and cluster_processes(existing):
         raise ClusterError(f"a local cluster is already up at {existing.address}; run `citadel cluster down`")
     state_path(home).parent.mkdir(parents=True, exist_ok=True)
     base = free_port_block(PORTS_PER_NODE * nodes + 2)
     gcs_port, client_port = base, base + 1
-    node_list = [Node(HEAD if i == 0 else f"w{i}", cpus_per_node, base + 2 + i * PORTS_PER_NODE)
-                 for i in range(nodes)]
+    node_list = [Node(HEAD if i == 0 else f"w{i}", cpus_per_node if i or head_cpus is None else head_cpus,
+                      base + 2 + i * PORTS_PER_NODE) for i in range(nodes)]
     state = ClusterState(f"{LOOPBACK}:{gcs_port}", tempfile.mkdtemp(prefix="citadel-ray-"), gcs_port, node_list,
                          secrets.token_hex(TOKEN_BYTES))
     path = state_path(home)

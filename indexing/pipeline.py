@@ -201,7 +201,9 @@ class RayIngestPipeline:
 
     def __init__(self, catalog: Catalog, config: CitadelConfig, progress: Progress | None = None):
         self._catalog = catalog
-        self._config = config
+        # The home as an absolute path: the stages and build tasks run on other nodes, whose working
+        # directory need not be the driver's (Ray only follows the driver's cwd on its own machine).
+        self._config = config.model_copy(update={"home": Path(config.home).resolve()})
         self._settings = config.ingest_pipeline
         self._progress = progress or (lambda stage, done, total: None)
         self._model_id, self._dim = embedder_identity(config.embedding)

@@ -8,6 +8,7 @@ so the curves are testable without gevent's monkey patching.
 - `DiurnalShape`: a day compressed into the run: a night trough at 02:00, the peak at 14:00.
 - `StepShape`: equal steps up to the peak.
 - `SpikeShape`: a baseline, then the peak for the middle fifth of the run, then the baseline again.
+- `ConstantShape`: the peak from start to end: one load level, what capacity calibration measures.
 """
 
 from __future__ import annotations
@@ -79,7 +80,14 @@ class SpikeShape(Shape):
         return math.ceil(self.peak_users * share)
 
 
-SHAPES: dict[str, type[Shape]] = {"diurnal": DiurnalShape, "step": StepShape, "spike": SpikeShape}
+@dataclass(frozen=True)
+class ConstantShape(Shape):
+    def users_at(self, t: float) -> int:
+        return self.peak_users
+
+
+SHAPES: dict[str, type[Shape]] = {"diurnal": DiurnalShape, "step": StepShape, "spike": SpikeShape,
+                                  "constant": ConstantShape}
 
 
 def make_shape(name: str, run_time_s: float, peak_users: int) -> Shape:

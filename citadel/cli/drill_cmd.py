@@ -53,7 +53,7 @@ def run(
 ) -> None:
     """Run drills (a load, a fault, expectations) and write each one's verdict, report.json and
     timeline.png. Exits 1 when a drill failed, 2 when the run is refused."""
-    from citadel.cli.load_cmd import _default_url, _settings, run_runner
+    from citadel.cli.load_cmd import DEFAULT_MODEL_PATH, _default_url, _settings, run_runner, with_prediction
 
     if not scenario and not run_all:
         raise typer.BadParameter("name a drill or pass --all", param_hint="SCENARIO")
@@ -83,6 +83,10 @@ def run(
         typer.echo(f"error: the drills wrote no report (exit {code}); see {out}", err=True)
         raise typer.Exit(1)
     table = json.loads(table_file.read_text())
+    for row in table["drills"]:  # the capacity model's p95 and throughput beside each drill's measured ones
+        if row["verdict"] != "skipped":
+            row["prediction"] = with_prediction(Path(row["report"]), DEFAULT_MODEL_PATH)["prediction"]
+    table_file.write_text(json.dumps(table, indent=1) + "\n")
     if as_json:
         print(json.dumps(table, indent=1))
     else:

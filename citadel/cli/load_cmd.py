@@ -22,11 +22,13 @@ from typing import Optional
 
 import typer
 
+from citadel.cli.capacity_cmd import DEFAULT_MODEL_PATH
 from citadel.config import CitadelConfig, load_config
 
 MAX_MINUTES = 120.0
 MAX_USERS = 2000
 DEFAULT_URL = "http://127.0.0.1:8000"
+SHAPE_NAMES = ("diurnal", "step", "spike", "constant")  # loadtests/shapes.py's (the CLI imports no loadtests)
 REPO = Path(__file__).resolve().parents[2]
 STOP_WAIT_S = 30.0
 RUNNER_GRACE_S = 120.0  # beyond the run time: locust's own grace (60 s) and its kill wait, with room
@@ -67,7 +69,8 @@ def _settings(config: CitadelConfig, url: str, service: str, uploads: bool, work
 def load(
     url: Optional[str] = typer.Option(None, "--url", help="The API (default: what `citadel up` printed for this "
                                                           f"home, else {DEFAULT_URL})."),
-    shape: str = typer.Option("diurnal", "--shape", help="diurnal (a day with a peak), step or spike."),
+    shape: str = typer.Option("diurnal", "--shape", help="diurnal (a day with a peak), step, spike or constant "
+                                                           "(one load level)."),
     minutes: float = typer.Option(..., "--minutes", min=0.1, max=MAX_MINUTES, help="Run time in minutes."),
     users: int = typer.Option(20, "--users", min=1, max=MAX_USERS, help="Peak concurrent virtual users."),
     out: Optional[Path] = typer.Option(None, "--out", help="Folder for locust's CSV and HTML reports "
@@ -80,13 +83,15 @@ def load(
                                                                      "Zipf exponents, users per tenant."),
     seed: int = typer.Option(0, "--seed"),
     remote: bool = typer.Option(False, "--remote", help="Allow a URL that is not loopback."),
+    model: Path = typer.Option(DEFAULT_MODEL_PATH, "--model", help="The calibrated capacity model whose prediction "
+                                                                   "the summary shows (default model when absent)."),
     as_json: bool = typer.Option(False, "--json"),
     config: Optional[Path] = typer.Option(None, "--config"),
 ) -> None:
     """Load a deployment with locust (retrieve, answer, agentic runs, uploads), bounded in time and users;
     prints p50/p95/p99, requests/s and errors per endpoint."""
-    if shape not in ("diurnal", "step", "spike"):
-        raise typer.BadParameter("one of diurnal, step, spike", param_hint="--shape")
+    if shape not in SHAPE_NAMES:
+        raise typer.BadParameter(f"one of {', '.join(SHAPE_NAMES)}", param_hint="--shape")
     loaded = load_config(config)
     if home is not None:
         loaded.home = home.resolve()
@@ -105,12 +110,23 @@ def load(
     if not summary_file.exists():
         typer.echo(f"error: the load run wrote no summary (exit {code}); see {out}", err=True)
         raise typer.Exit(1)
-    summary = json.loads(summary_file.read_text())
+    summary = with_prediction(summary_file, model)
     if as_json:
         print(json.dumps(summary, indent=1))
     else:
         _print(summary)
     raise typer.Exit(1 if summary["timed_out"] or not summary["total"] else 0)
+
+
+def with_prediction(summary_file: Path, model: Optional[Path]) -> dict:
+    """The run's summary with the capacity model's p95 and throughput for the same load beside the
+    measured ones (`prediction`), written back to the file."""
+    from capacity.measured import attach_prediction
+
+    summary = json.loads(summary_file.read_text())
+    summary["prediction"] = attach_prediction(summary, model)
+    summary_file.write_text(json.dumps(summary, indent=1) + "\n")
+    return summary
 
 
 def run_runner(arguments: list[str], timeout_s: float, module: str = "loadtests.run_load") -> int:
@@ -151,4 +167,9 @@ def _print(summary: dict) -> None:
         table.add_row(name, str(row["requests"]), str(row["failures"]), f"{row['rps']:.2f}",
                       *(f"{row[p]:.0f}" for p in ("p50", "p95", "p99")))
     Console().print(table)
+    predicted = summary.get("prediction") or {}
+    if "p95_ms" in predicted:
+        print(f"capacity model ({predicted['model']}): p95 {predicted['p95_ms']:.0f} ms, "
+              f"{predicted['throughput_rps']:.2f} req/s; measured p95 {summary['total']['p95']:.0f} ms, "
+              f"{summary['total']['rps']:.2f} req/s")
     print(f"reports: {summary['html']} and {summary['out_dir']}/locust_*.csv")

@@ -107,3 +107,34 @@ def test_a_node_kill_without_a_node_killer_is_skipped_with_its_reason(tmp_path):
     table = run_many(["node-kill"], settings, tmp_path, None, None, log=lambda _: None)
     [row] = table["drills"]
     assert row["verdict"] == "skipped" and "node killer" in row["reason"] and table["passed"]
+
+
+@pytest.mark.slow
+def test_citadel_drill_run_end_to_end_leaves_nothing_running(drill_api, tmp_path):
+    """The CLI with the home's local app and admin (what `citadel up` provisions) and a scenario file
+    of one's own: the table of verdicts with the capacity model's prediction, and no process left."""
+    import psutil
+    import yaml
+    from typer.testing import CliRunner
+
+    from citadel.cli.main import app
+    from serving.ray.launcher import ensure_local_identity
+
+    home, settings = drill_api
+    ensure_local_identity(home.config)
+    scenario = _short("reranker-down").model_dump(mode="json")
+    path = tmp_path / "my-drill.yaml"
+    path.write_text(yaml.safe_dump({**scenario, "name": "my-drill"}))
+    workload = tmp_path / "workload.json"
+    workload.write_text(json.dumps({"tenants": [{"tenant": "acme", "group_sets": [["staff"]], "questions": QUESTIONS}]}))
+    out = tmp_path / "out"
+    result = CliRunner().invoke(app, ["drill", "run", str(path), "--url", settings.url, "--home", str(home.config.home),
+                                      "--workload", str(workload), "--out", str(out), "--json"],
+                                env={"CITADEL_HOME": str(home.config.home)})
+    assert result.exit_code == 0, result.output
+    [row] = json.loads(result.output)["drills"]
+    assert row["drill"] == "my-drill" and row["verdict"] == "pass"
+    assert row["prediction"]["p95_ms"] > 0 and "p95_error_pct" in row["prediction"]
+    assert (out / "my-drill" / "timeline.png").exists()
+    children = [p for p in psutil.Process().children(recursive=True) if "loadtests" in " ".join(p.cmdline())]
+    assert children == []

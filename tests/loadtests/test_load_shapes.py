@@ -7,7 +7,7 @@ import pytest
 from loadtests.shapes import DiurnalShape, SpikeShape, StepShape, make_shape
 
 
-@pytest.mark.parametrize("name", ["diurnal", "step", "spike"])
+@pytest.mark.parametrize("name", ["diurnal", "step", "spike", "constant"])
 def test_every_shape_ends_at_its_run_time_and_stays_within_its_bounds(name):
     shape = make_shape(name, 120.0, 40)
     ticks = [shape.tick(t / 2) for t in range(240)]
