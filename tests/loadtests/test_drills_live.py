@@ -138,3 +138,16 @@ def test_citadel_drill_run_end_to_end_leaves_nothing_running(drill_api, tmp_path
     assert (out / "my-drill" / "timeline.png").exists()
     children = [p for p in psutil.Process().children(recursive=True) if "loadtests" in " ".join(p.cmdline())]
     assert children == []
+
+
+def test_drills_refuse_a_remote_url_unless_told_and_an_unknown_drill(tmp_path, capsys):
+    from loadtests.drills.run import main
+
+    settings = tmp_path / "settings.json"
+    settings.write_text(LoadSettings("http://10.20.30.40:8000", "app", "t", "k", "00", workload=WORKLOAD).to_json())
+    assert main(["--settings", str(settings), "--scenario", "redis-down", "--out", str(tmp_path / "o")]) == 2
+    assert "not a loopback address" in capsys.readouterr().err
+    settings.write_text(LoadSettings("http://127.0.0.1:9", "app", "t", "k", "00", workload=WORKLOAD).to_json())
+    assert main(["--settings", str(settings), "--scenario", "meteor-strike", "--out", str(tmp_path / "o")]) == 2
+    assert "unknown drill" in capsys.readouterr().err
+    assert not (tmp_path / "o").exists()  # refused before anything ran
