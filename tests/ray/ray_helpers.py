@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 RAY_CPUS = 2
 OBJECT_STORE_MB = 200
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 GOOD = "# Leave policy\n\n## Annual leave\n\nStaff receive 25 days of annual leave each year.\n"
 
 
@@ -17,3 +20,21 @@ def run_pipeline(runtime, records, acl=None):
     from indexing.pipeline import RayIngestPipeline
 
     return RayIngestPipeline(runtime.catalog, runtime.config).run(records, acl)
+
+
+def ingest_acme_on(runtime, address: str) -> dict:
+    """Ingest examples/acme on the cluster at `address`, as `citadel ingest --address` does; its report."""
+    import os
+
+    from citadel.cli.cluster_cmd import use_address
+    from citadel.cli.ingest_cmd import IngestRequest, run_ingest
+    from cluster.ray_local import AUTH_TOKEN_ENV
+
+    use_address(runtime.config, address)
+    assert os.environ.get(AUTH_TOKEN_ENV), "the cluster's token is set for the driver"
+    request = IngestRequest(paths=[EXAMPLES / "acme"], tenant="acme", groups=None,
+                            acl_file=EXAMPLES / "acme" / "acl.yaml", manifest=None, retry_dead_letters=False,
+                            local=False, trust_front_matter=True)
+    [report] = run_ingest(runtime, request)
+    assert report["published"] >= 4 and report["failed"] == 0, report
+    return report

@@ -7,20 +7,17 @@ from __future__ import annotations
 
 import os
 import time
-from pathlib import Path
 
 import psutil
 import pytest
 
 pytest.importorskip("ray")
 
-from citadel.cli.cluster_cmd import use_address  # noqa: E402
-from citadel.cli.ingest_cmd import IngestRequest, run_ingest  # noqa: E402
+from ray_helpers import ingest_acme_on  # noqa: E402
 from cluster.multinode import cluster_down, cluster_nodes, cluster_processes, cluster_up, kill_node  # noqa: E402
 from cluster.ray_local import AUTH_MODE_ENV, AUTH_TOKEN_ENV, existing_ray  # noqa: E402
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
-EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
 
 @pytest.fixture
@@ -43,13 +40,8 @@ def test_three_raylets_on_loopback_run_ingestion_and_placed_work_and_stop_cleanl
     assert names == ["citadel_node_head", "citadel_node_w1", "citadel_node_w2"]
     assert len({n["port"] for n in nodes}) == 3  # separate raylets, their own ports
 
-    use_address(runtime.config, state.address)  # what `citadel ingest --address` does
+    ingest_acme_on(runtime, state.address)
     assert os.environ[AUTH_TOKEN_ENV] == state.auth_token
-    request = IngestRequest(paths=[EXAMPLES / "acme"], tenant="acme", groups=None,
-                            acl_file=EXAMPLES / "acme" / "acl.yaml", manifest=None, retry_dead_letters=False,
-                            local=False, trust_front_matter=True)
-    [report] = run_ingest(runtime, request)
-    assert report["published"] >= 4 and report["failed"] == 0, report
     assert runtime.catalog.get_document("acme", "travel-policy") is not None
 
     import ray

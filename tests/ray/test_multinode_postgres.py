@@ -17,15 +17,13 @@ import pytest
 pytest.importorskip("ray")
 httpx = pytest.importorskip("httpx")
 
-from citadel.cli.cluster_cmd import use_address  # noqa: E402
-from citadel.cli.ingest_cmd import IngestRequest, run_ingest  # noqa: E402
+from ray_helpers import ingest_acme_on  # noqa: E402
 from cluster.multinode import HEAD, cluster_down, cluster_processes, cluster_up  # noqa: E402
 from cluster.ray_local import AUTH_MODE_ENV, AUTH_TOKEN_ENV, LOOPBACK_SWITCH_ENV, existing_ray  # noqa: E402
 from tests.postgres_server import fresh_database, postgres_dsn  # noqa: E402,F401  (a session fixture)
 from tests.redis_server import _free_port  # noqa: E402
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
-EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 SERVE_TIMEOUT_S = 150.0
 REPLICA = "ServeReplica:citadel:"  # the class name Serve gives the app's replica actors
 
@@ -81,13 +79,8 @@ def test_ingestion_and_serving_on_three_nodes_share_the_postgres_catalog(cluster
     before = {p.pid for p in cluster_processes(state)}
 
     # Ingestion on the cluster, as `citadel ingest --address` runs it.
-    use_address(config, state.address)
+    ingest_acme_on(runtime, state.address)
     assert os.environ[AUTH_TOKEN_ENV] == state.auth_token
-    request = IngestRequest(paths=[EXAMPLES / "acme"], tenant="acme", groups=None,
-                            acl_file=EXAMPLES / "acme" / "acl.yaml", manifest=None, retry_dead_letters=False,
-                            local=False, trust_front_matter=True)
-    [report] = run_ingest(runtime, request)
-    assert report["published"] >= 4 and report["failed"] == 0, report
 
     # The catalog is Postgres: its rows are there (read apart from the app's pool), no SQLite file exists.
     with psycopg.connect(shared_catalog) as conn:
