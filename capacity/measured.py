@@ -435,9 +435,12 @@ def error_pct(predicted: float, measured: float) -> float | None:
 
 
 def fit_model(runs: list[MeasuredRun], start: ServiceModel | None = None) -> ServiceModel:
-    """Calibrate from measured runs: a coordinate search (multiplicative steps, shrinking), then a
-    Nelder-Mead simplex in log space, over the demands, cv and overhead, minimising the squared log errors of p95, p50 and throughput per run and
-    of each kind's p95. `servers` stays the start model's (the CPUs are the physical truth).
+    """Calibrate from measured runs: for each whole number of servers up to the start model's (the
+    CPUs), a coordinate search (multiplicative steps, shrinking), then a Nelder-Mead simplex in log
+    space, over the demands, cv and overhead, minimising the squared log errors of p95, p50 and
+    throughput per run and of each kind's p95; the servers with the lowest loss win. Fewer servers
+    than CPUs is the usual answer on a small machine: the load generator, Serve's proxy and the
+    interpreter's lock take their share of the cores.
 
     Needs at least two closed-loop runs: one load level cannot tell queueing from service time.
     """
@@ -445,13 +448,21 @@ def fit_model(runs: list[MeasuredRun], start: ServiceModel | None = None) -> Ser
     if len(usable) < 2:
         raise ValueError(f"calibration needs at least 2 runs with a constant number of users; got {len(usable)} "
                          f"of {len(runs)} (varying shapes are skipped: their users change during the run)")
-    model = _initial_guess(usable, start or default_model())
+    start = start or default_model()
+    fits = [_fit_at(usable, replace(start, servers=servers)) for servers in range(1, max(1, start.servers) + 1)]
+    return min(fits, key=lambda fit: fit[1])[0]
+
+
+def _fit_at(usable: list[MeasuredRun], start: ServiceModel) -> tuple[ServiceModel, float]:
+    """The best model with `start.servers` servers, and its loss."""
+    model = _initial_guess(usable, start)
     fitted = [name for name in ("retrieve_ms", "answer_ms", "other_ms") if _kind_of(name) in _kinds_seen(usable)]
     fitted += ["cv", "overhead_ms"]
     model, best = _coordinate_search(usable, model, fitted)
     # Demands, cv and overhead trade off against each other (a longer tail or a slower answer both
     # raise p95), which strands a search along the axes; a simplex search moves along the valleys.
-    return _simplex_search(usable, model, fitted, best)
+    model = _simplex_search(usable, model, fitted, best)
+    return model, _loss(usable, model)
 
 
 def _coordinate_search(runs: list[MeasuredRun], model: ServiceModel, names: list[str]) -> tuple[ServiceModel, float]:
