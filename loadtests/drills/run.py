@@ -25,12 +25,15 @@ from loadtests.drills.control import clear_fault, metric_value
 from loadtests.drills.inject import DrillNotApplicable, FaultLog, check_applicable, direct_fault, settle_uploads
 from loadtests.drills.plot import write_timeline
 from loadtests.drills.scenario import DrillScenario, catalog, find_scenario
-from loadtests.drills.traffic import Traffic, run_traffic
+from loadtests.drills.traffic import PATHS, Traffic, request_headers, run_traffic
 from loadtests.drills.verdict import checks, summary, timeline
-from loadtests.population import LoadSettings
+from loadtests.population import LoadSettings, Population
 from loadtests.run_load import is_loopback_url
 
 RETRIES_METRIC = "citadel_retriever_retries_total"
+HEALTHY_IN_A_ROW = 5  # a drill starts only on a healthy deployment: this many 2xx in a row
+HEALTHY_WAIT_S = 120.0  # a breaker's cooldown and staged return after the previous drill fit in this
+HEALTHY_POLL_S = 0.2
 
 
 def _server_retries(url: str, metrics_token: str | None) -> float | None:
@@ -49,6 +52,26 @@ def _topology(url: str) -> dict:
         return {}
 
 
+def wait_until_healthy(settings: LoadSettings) -> float | None:
+    """Before the load: retrieval requests until HEALTHY_IN_A_ROW succeed in a row (a breaker the
+    previous drill opened returns in stages, and only with traffic); the seconds it took, None if it
+    never did within HEALTHY_WAIT_S."""
+    identity = Population(settings.workload, settings.seed).draw()
+    started, in_a_row = time.monotonic(), 0
+    with httpx.Client(base_url=settings.url, timeout=HTTP_TIMEOUT_S) as client:
+        while time.monotonic() - started < HEALTHY_WAIT_S:
+            try:
+                response = client.post(PATHS["retrieve"], json={"query": identity.questions[0], "top_k": 1},
+                                       headers=request_headers(settings, identity))
+                in_a_row = in_a_row + 1 if response.status_code < 300 else 0
+            except httpx.HTTPError:
+                in_a_row = 0
+            if in_a_row >= HEALTHY_IN_A_ROW:
+                return round(time.monotonic() - started, 1)
+            time.sleep(HEALTHY_POLL_S)
+    return None
+
+
 def run_drill(scenario: DrillScenario, settings: LoadSettings, out_dir: Path, metrics_token: str | None = None,
               node_killer: list[str] | None = None, log=print) -> dict:
     """One drill: its report (also `out_dir/report.json`; the timeline in `out_dir/timeline.png`)."""
@@ -62,6 +85,10 @@ def run_drill(scenario: DrillScenario, settings: LoadSettings, out_dir: Path, me
     except DrillNotApplicable as reason:
         return _write(out_dir, {**base, "verdict": "skipped", "reason": str(reason), "checks": []})
     base["topology"] = _topology(settings.url)
+    base["healthy_after_s"] = wait_until_healthy(settings)
+    if base["healthy_after_s"] is None:
+        return _write(out_dir, {**base, "verdict": "fail", "checks": [],
+                                "reason": f"the deployment was not healthy within {HEALTHY_WAIT_S:.0f} s before the fault"})
     retries_before = _server_retries(settings.url, metrics_token)
     traffic, faults = Traffic(), FaultLog()
     director = threading.Thread(target=_direct, name="drill-fault", daemon=True,

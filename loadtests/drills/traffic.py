@@ -59,7 +59,7 @@ class Traffic:
         return time.monotonic() - self.started
 
 
-def _headers(settings: LoadSettings, identity) -> dict:
+def request_headers(settings: LoadSettings, identity) -> dict:
     return {"authorization": f"Bearer {settings.service_token}",
             "x-citadel-user-context": mint_user_context(settings, identity, time.time())}
 
@@ -89,7 +89,7 @@ async def _send(client: httpx.AsyncClient, settings: LoadSettings, identity, out
     """Send, and resend a 5xx up to `retries` times at once (what a careless client does)."""
     while True:
         try:
-            response = await client.post(PATHS[outcome.endpoint], json=body, headers=_headers(settings, identity))
+            response = await client.post(PATHS[outcome.endpoint], json=body, headers=request_headers(settings, identity))
             _read(response, outcome)
         except httpx.HTTPError:
             outcome.status, outcome.code = NO_RESPONSE, None
