@@ -3,7 +3,9 @@ Postgres catalog every node shares and the partitions on a directory every node 
 Ingestion runs on the cluster through `--address`, then the app is served on the same cluster as
 `citadel up --address` serves it; a signed-in Acme user's retrieve and answer come back with passages
 and citations of the ingested documents, read by replicas on more than one node (worker nodes
-included); the catalog's rows are in Postgres, not in a SQLite file; `cluster down` leaves no pid."""
+included); the catalog's rows are in Postgres, not in a SQLite file; a worker's raylet killed under
+serving leaves the app answering from the other worker; `cluster down` leaves no pid. (One test for
+all of it: each 3-node cluster costs a minute on two cores.)"""
 
 from __future__ import annotations
 
@@ -18,7 +20,7 @@ pytest.importorskip("ray")
 httpx = pytest.importorskip("httpx")
 
 from ray_helpers import ingest_acme_on  # noqa: E402
-from cluster.multinode import HEAD, cluster_down, cluster_processes, cluster_up  # noqa: E402
+from cluster.multinode import HEAD, cluster_down, cluster_nodes, cluster_processes, cluster_up, kill_node  # noqa: E402
 from cluster.ray_local import AUTH_MODE_ENV, AUTH_TOKEN_ENV, LOOPBACK_SWITCH_ENV, existing_ray  # noqa: E402
 from tests.postgres_server import fresh_database, postgres_dsn  # noqa: E402,F401  (a session fixture)
 from tests.redis_server import _free_port  # noqa: E402
@@ -76,6 +78,11 @@ def test_ingestion_and_serving_on_three_nodes_share_the_postgres_catalog(cluster
 
     runtime, state = cluster
     config = runtime.config
+    nodes = cluster_nodes(state)
+    assert len(nodes) == 3 and {n["address"] for n in nodes} == {"127.0.0.1"}
+    names = sorted(k for n in nodes for k in n["resources"] if k.startswith("citadel_node_"))
+    assert names == ["citadel_node_head", "citadel_node_w1", "citadel_node_w2"]
+    assert len({n["port"] for n in nodes}) == 3  # separate raylets, their own ports
     before = {p.pid for p in cluster_processes(state)}
 
     # Ingestion on the cluster, as `citadel ingest --address` runs it.
@@ -139,6 +146,18 @@ def test_ingestion_and_serving_on_three_nodes_share_the_postgres_catalog(cluster
             time.sleep(0.25)
     finally:
         second.close()
+
+    # A worker's raylet killed under serving (the node-kill drill, small): the node is reported dead
+    # and the app goes on answering from the replica on the other worker.
+    assert kill_node(config.home, "w2") > 0
+    deadline = time.monotonic() + 60
+    while any(n["alive"] and n["port"] == state.nodes[2].node_manager_port for n in cluster_nodes(state)):
+        assert time.monotonic() < deadline, "the killed node is still reported alive"
+        time.sleep(1)
+    with httpx.Client(base_url=url, timeout=60.0) as client:
+        statuses = [client.post("/v1/retrieve", json={"query": "hotel limit per night", "top_k": 3},
+                                headers=headers()).status_code for _ in range(6)]
+    assert statuses[-3:] == [200, 200, 200], statuses  # at most the first calls met the dead replica
 
     from serving.ray.launcher import RunFiles, down
 
