@@ -58,10 +58,13 @@ from ray.scripts.scripts import main
 sys.argv = ["ray"] + sys.argv[1:]
 main()
 """
+# Ray may print its own lines to stdout (a dead raylet's heartbeat warning, say): the answer is the
+# one line that starts with this mark.
+NODES_MARK = "citadel-nodes: "
 NODES_PROBE = """
 import json, ray
 ray.init(address="{address}", log_to_driver=False, logging_level="ERROR")
-print(json.dumps([{{"address": n["NodeManagerAddress"], "alive": n["Alive"], "port": n["NodeManagerPort"],
+print("citadel-nodes: " + json.dumps([{{"address": n["NodeManagerAddress"], "alive": n["Alive"], "port": n["NodeManagerPort"],
                    "resources": n["Resources"]}} for n in ray.nodes()]))
 ray.shutdown()
 """
@@ -199,7 +202,10 @@ def cluster_nodes(state: ClusterState) -> list[dict]:
                            env=_environment(state.auth_token), capture_output=True, text=True, timeout=60)
     if probe.returncode != 0:
         raise ClusterError(f"could not read the cluster's nodes: {probe.stderr.strip()[-300:]}")
-    return json.loads(probe.stdout.strip().splitlines()[-1])
+    answer = [line for line in probe.stdout.splitlines() if line.startswith(NODES_MARK)]
+    if not answer:
+        raise ClusterError(f"the cluster's nodes probe printed no answer: {probe.stdout.strip()[-300:]}")
+    return json.loads(answer[-1][len(NODES_MARK):])
 
 
 def wait_for_nodes(state: ClusterState, count: int, timeout_s: float = START_TIMEOUT_S) -> list[dict]:

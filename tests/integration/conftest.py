@@ -17,6 +17,9 @@ EXAMPLES = REPO / "examples"
 # The metrics credential every test home accepts on GET /metrics (serving.metrics_tokens_sha256).
 METRICS_TOKEN = "test-metrics-token"
 METRICS_TOKEN_SHA256 = hashlib.sha256(METRICS_TOKEN.encode()).hexdigest()
+# For drills: the catalog's breaker returns within seconds instead of its production cooldown and
+# staged return (CITADEL_RESILIENCE__BREAKERS merges over the defaults).
+FAST_CATALOG_BREAKER = '{"catalog": {"cooldown_s": 2, "probe_interval_s": 0.5, "stage_duration_s": 1}}'
 
 
 @dataclass

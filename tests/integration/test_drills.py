@@ -4,7 +4,7 @@ flowing, marked degraded."""
 
 import pytest
 
-from tests.integration.conftest import make_home
+from tests.integration.conftest import FAST_CATALOG_BREAKER, make_home
 
 pytestmark = pytest.mark.slow
 
@@ -12,7 +12,8 @@ pytestmark = pytest.mark.slow
 def test_permission_drill_fails_closed_and_reranker_drill_degrades(tmp_path):
     from benchmarks.drills import drill_permissions
 
-    home = make_home(tmp_path / "home")
+    # the catalog's breaker returns within seconds (its staged return is not what this drill checks)
+    home = make_home(tmp_path / "home", CITADEL_RESILIENCE__BREAKERS=FAST_CATALOG_BREAKER)
     report = drill_permissions(home.config, concurrency=2, phase_s=1.5, log=lambda row: None)
     down, reranker = report["permissions_down"], report["reranker_failing"]
     assert report["healthy"]["ok"] == report["healthy"]["responses"] > 0

@@ -17,16 +17,14 @@ import pytest
 from loadtests.drills.run import run_drill, run_many
 from loadtests.drills.scenario import find_scenario
 from loadtests.population import LoadSettings, Workload
-from tests.integration.conftest import METRICS_TOKEN, make_home
+from tests.integration.conftest import FAST_CATALOG_BREAKER, METRICS_TOKEN, make_home
 from tests.live_server import LiveServer
 
 QUESTIONS = ["What is the hotel limit per night?", "What is the hotel limit per night in London?",
              "What is the meal allowance on business trips?"]
 WORKLOAD = Workload.from_dict({"tenants": [{"tenant": "acme", "group_sets": [["staff"], ["staff", "exec"]],
                                             "questions": QUESTIONS}], "users_per_tenant": 20})
-SHORT = {"before_s": 2.0, "fault_s": 6.0, "after_s": 5.0}
-# The catalog's breaker returns within seconds here (minutes of staged return would only slow the suite).
-FAST_CATALOG_BREAKER = '{"catalog": {"cooldown_s": 2, "probe_interval_s": 0.5, "stage_duration_s": 1}}'
+SHORT = {"before_s": 1.5, "fault_s": 5.0, "after_s": 3.0}
 
 
 @pytest.fixture(scope="module")
@@ -62,7 +60,7 @@ def _short(name: str, **load):
 @pytest.mark.slow
 def test_permission_store_down_fails_closed_with_no_passage_and_returns(drill_api, tmp_path):
     home, settings = drill_api
-    report = run_drill(_short("permissions-down", after_s=10.0), settings, tmp_path / "d")
+    report = run_drill(_short("permissions-down", after_s=8.0), settings, tmp_path / "d")
     checks = {c["check"]: c for c in report["checks"]}
     assert report["verdict"] == "pass", json.dumps(report["checks"])
     assert checks["passages returned in the window (leaks)"]["measured"] == 0
@@ -76,7 +74,7 @@ def test_permission_store_down_fails_closed_with_no_passage_and_returns(drill_ap
 @pytest.mark.parametrize("name", ["redis-down", "reranker-down", "slow-generator", "retry-storm"])
 def test_degrading_drills_keep_answers_flowing(drill_api, tmp_path, name):
     home, settings = drill_api
-    load = {"fault_s": 10.0} if name == "slow-generator" else {}
+    load = {"fault_s": 8.0} if name == "slow-generator" else {}
     report = run_drill(_short(name, **load), settings, tmp_path / name, metrics_token=METRICS_TOKEN)
     assert report["verdict"] == "pass", json.dumps(report["checks"])
     allowed = {"200", "503"} if name == "retry-storm" else {"200"}  # the storm's injected failures are 503s
