@@ -64,7 +64,7 @@ NODES_MARK = "citadel-nodes: "
 NODES_PROBE = """
 import json, ray
 ray.init(address="{address}", log_to_driver=False, logging_level="ERROR")
-print("citadel-nodes: " + json.dumps([{{"address": n["NodeManagerAddress"], "alive": n["Alive"], "port": n["NodeManagerPort"],
+print("{mark}" + json.dumps([{{"address": n["NodeManagerAddress"], "alive": n["Alive"], "port": n["NodeManagerPort"],
                    "resources": n["Resources"]}} for n in ray.nodes()]))
 ray.shutdown()
 """
@@ -198,7 +198,7 @@ def cluster_up(home: Path, nodes: int = 3, cpus_per_node: int = 1, object_store_
 
 def cluster_nodes(state: ClusterState) -> list[dict]:
     """The cluster's nodes as Ray sees them (from a short-lived client process)."""
-    probe = subprocess.run([sys.executable, "-c", NODES_PROBE.format(address=state.address)],
+    probe = subprocess.run([sys.executable, "-c", NODES_PROBE.format(address=state.address, mark=NODES_MARK)],
                            env=_environment(state.auth_token), capture_output=True, text=True, timeout=60)
     if probe.returncode != 0:
         raise ClusterError(f"could not read the cluster's nodes: {probe.stderr.strip()[-300:]}")

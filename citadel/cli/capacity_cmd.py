@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 from pathlib import Path
 from typing import Any, Optional
 
@@ -344,10 +345,7 @@ def _common_prefix(sources: list[str]) -> str:
     """The directory part all run paths share, so the table shows what differs."""
     if len(sources) < 2:
         return ""
-    prefix = sources[0]
-    for source in sources[1:]:
-        while not source.startswith(prefix):
-            prefix = prefix[:-1]
+    prefix = os.path.commonprefix(sources)
     return prefix[: prefix.rfind("/") + 1]
 
 

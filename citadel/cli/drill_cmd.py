@@ -19,9 +19,8 @@ from typing import Optional
 import typer
 import yaml
 
-from citadel.config import load_config
-
 from citadel.cli.bench_cmd import HomeOption, _with_bench_home
+from citadel.config import load_config
 
 # The catalog's folder, read as files: the CLI imports no loadtests (an import-linter contract).
 CATALOG_DIR = Path(__file__).resolve().parents[2] / "loadtests" / "drills"

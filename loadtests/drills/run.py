@@ -26,7 +26,7 @@ from loadtests.drills.inject import DrillNotApplicable, FaultLog, check_applicab
 from loadtests.drills.plot import write_timeline
 from loadtests.drills.scenario import DrillScenario, catalog, find_scenario
 from loadtests.drills.traffic import PATHS, Traffic, request_headers, run_traffic
-from loadtests.drills.verdict import checks, summary, timeline
+from loadtests.drills.verdict import checks, fault_bounds, summary, timeline
 from loadtests.population import LoadSettings, Population
 from loadtests.run_load import is_loopback_url
 
@@ -105,8 +105,7 @@ def run_drill(scenario: DrillScenario, settings: LoadSettings, out_dir: Path, me
     rows = timeline(traffic.outcomes, scenario, faults)
     found = checks(traffic.outcomes, rows, scenario, faults, retry_share)
     verdict = "pass" if traffic.outcomes and found and all(c["passed"] for c in found) else "fail"
-    fault_start = faults.fault_at_s if faults.fault_at_s is not None else scenario.load.before_s
-    fault_end = faults.fault_end_s if faults.fault_end_s is not None else fault_start + scenario.load.fault_s
+    fault_start, fault_end = fault_bounds(scenario, faults)
     plot = write_timeline(rows, fault_start, fault_end, f"drill {scenario.name}: {verdict}", out_dir / "timeline.png")
     report = {**base, "verdict": verdict, "checks": found, **summary(traffic.outcomes, scenario.load.total_s),
               "fault": {"kind": scenario.fault.kind, "start_s": round(fault_start, 2), "end_s": round(fault_end, 2),

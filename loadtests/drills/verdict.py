@@ -33,10 +33,18 @@ def is_error(outcome: Outcome, scenario: DrillScenario, log: FaultLog) -> bool:
     return not (excused and outcome.code in scenario.expect.expected_error_codes)
 
 
-def window(scenario: DrillScenario, log: FaultLog) -> tuple[float, float]:
-    start = (log.fault_at_s if log.fault_at_s is not None else scenario.load.before_s) + scenario.settle_s
+def fault_bounds(scenario: DrillScenario, log: FaultLog) -> tuple[float, float]:
+    """When the fault started and ended, as noted; the scenario's plan where a moment went unnoted
+    (the fault side failed before it)."""
+    start = log.fault_at_s if log.fault_at_s is not None else scenario.load.before_s
     end = log.fault_end_s if log.fault_end_s is not None else scenario.load.before_s + scenario.load.fault_s
     return start, end
+
+
+def window(scenario: DrillScenario, log: FaultLog) -> tuple[float, float]:
+    """The fault window the checks judge: from `settle_s` after the fault started to its end."""
+    start, end = fault_bounds(scenario, log)
+    return start + scenario.settle_s, end
 
 
 def in_window(outcome: Outcome, bounds: tuple[float, float]) -> bool:
