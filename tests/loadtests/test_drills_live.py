@@ -14,6 +14,7 @@ import json
 
 import pytest
 
+from citadel.config import ResilienceConfig
 from loadtests.drills.run import run_drill, run_many
 from loadtests.drills.scenario import find_scenario
 from loadtests.population import LoadSettings, Workload
@@ -70,11 +71,20 @@ def test_permission_store_down_fails_closed_with_no_passage_and_returns(drill_ap
     assert (tmp_path / "d" / "timeline.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
+# The generator's breaker judges calls as they complete, over a window that still holds the fast
+# calls from before the fault: it trips once slow calls pass 5% of that window, at the latest on the
+# first slow completion after the window has emptied of fast calls (window + one slow call). The
+# fault lasts that long and a few seconds more, so fallback answers land inside it on any machine
+# (8 s was enough only where the window's fast calls were few).
+_GENERATOR = ResilienceConfig().breakers["generator"]
+_SLOW_GENERATOR_FAULT_S = _GENERATOR.window_s + find_scenario("slow-generator").fault.spec["latency_ms"] / 1000 + 3.0
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("name", ["redis-down", "reranker-down", "slow-generator", "retry-storm"])
 def test_degrading_drills_keep_answers_flowing(drill_api, tmp_path, name):
     home, settings = drill_api
-    load = {"fault_s": 8.0} if name == "slow-generator" else {}
+    load = {"fault_s": _SLOW_GENERATOR_FAULT_S} if name == "slow-generator" else {}
     report = run_drill(_short(name, **load), settings, tmp_path / name, metrics_token=METRICS_TOKEN)
     assert report["verdict"] == "pass", json.dumps(report["checks"])
     allowed = {"200", "503"} if name == "retry-storm" else {"200"}  # the storm's injected failures are 503s
