@@ -316,6 +316,17 @@ class DeploymentSettings(_Section):
     num_gpus: float = Field(0.0, ge=0, description="GPU share per replica.")
     upscale_delay_s: float = Field(2.0, ge=0, description="Load must persist this long before scaling up.")
     downscale_delay_s: float = Field(15.0, ge=0, description="Idle must persist this long before scaling down.")
+    # Multi-node placement (cluster/multinode.yaml): two replicas of a stage on two nodes survive a node's loss.
+    max_replicas_per_node: Optional[int] = Field(
+        None, ge=1, description="Most replicas of this deployment on one node (1: spread over nodes; none: no limit)."
+    )
+    resources: dict[str, float] = Field(
+        default_factory=dict, description="Custom Ray resources per replica (e.g. a node's own resource, to pin it)."
+    )
+    health_check_period_s: Optional[float] = Field(
+        None, gt=0, description="How often Serve checks a replica (none: Serve's default, 10 s); a dead node's "
+        "replicas are replaced sooner with a shorter period."
+    )
 
 
 def _over_defaults(defaults: dict[str, BaseModel], given: Any) -> Any:

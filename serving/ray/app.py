@@ -266,8 +266,13 @@ def deployment_options(name: str, settings: DeploymentSettings) -> dict[str, Any
         "name": name,
         "max_ongoing_requests": settings.max_ongoing_requests,
         "max_queued_requests": settings.max_queued_requests,
-        "ray_actor_options": {"num_cpus": settings.num_cpus, "num_gpus": settings.num_gpus},
+        "ray_actor_options": {"num_cpus": settings.num_cpus, "num_gpus": settings.num_gpus,
+                              **({"resources": dict(settings.resources)} if settings.resources else {})},
     }
+    if settings.max_replicas_per_node is not None:
+        options["max_replicas_per_node"] = settings.max_replicas_per_node
+    if settings.health_check_period_s is not None:
+        options["health_check_period_s"] = settings.health_check_period_s
     if settings.max_replicas > settings.min_replicas:
         options["autoscaling_config"] = {
             "min_replicas": settings.min_replicas, "max_replicas": settings.max_replicas,

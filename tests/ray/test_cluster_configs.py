@@ -364,3 +364,47 @@ def test_app_config_loads_local_yaml_with_the_topology_of_args(clean_env, monkey
     assert split.home == REPO / "var"
     assert app_config({"config": path, "topology": "fused"}).serving.topology == "fused"
     assert app_config({"config": path}).serving.topology == "fused"
+
+
+# ------------------------------------------------------------------------------ multi-node placement
+MULTINODE_CITADEL = CLUSTER / "multinode.yaml"
+
+
+def test_multinode_placement_survives_the_loss_of_one_worker(clean_env):
+    """cluster/multinode.yaml (the node-kill drill's deployment): every stage but the ingress has two
+    replicas on two nodes; the ingress sits on the head, which has no CPUs; one replica of every
+    stage fits one worker as the file's own `citadel cluster up` line sizes it."""
+    pytest.importorskip("ray")
+    from serving.ray.app import deployment_options
+
+    text = MULTINODE_CITADEL.read_text()
+    config = load_config(MULTINODE_CITADEL)
+    worker_cpus = float(re.search(r"citadel cluster up .*--cpus-per-node (\d+)", text).group(1))
+    for topology in ("split", "fused"):
+        config.serving.topology = topology
+        per_worker = 0.0
+        for name in sorted(expected_deployments(config)):
+            options = deployment_options(name, config.serving.deployments[name])
+            actor = options["ray_actor_options"]
+            if name == "gateway":
+                assert actor["num_cpus"] == 0 and set(actor["resources"]) == {"citadel_node_head"}, options
+                continue
+            assert options.get("num_replicas", 0) >= 2, f"{name}: one replica stalls its stage when its node dies"
+            assert options["max_replicas_per_node"] == 1, f"{name}: both replicas could share the node that dies"
+            assert options["health_check_period_s"] <= 2
+            per_worker += actor["num_cpus"]
+        assert per_worker <= worker_cpus, f"{topology}: one replica of each stage needs {per_worker} CPUs a worker"
+
+
+def test_placement_settings_reach_serve_only_when_set():
+    pytest.importorskip("ray")
+    from citadel.config import DeploymentSettings
+    from serving.ray.app import deployment_options
+
+    plain = deployment_options("router", DeploymentSettings())
+    assert not {"max_replicas_per_node", "health_check_period_s"} & set(plain)
+    assert "resources" not in plain["ray_actor_options"]
+    placed = deployment_options("router", DeploymentSettings(max_replicas_per_node=1, health_check_period_s=2,
+                                                             resources={"citadel_node_w1": 0.5}))
+    assert placed["max_replicas_per_node"] == 1 and placed["health_check_period_s"] == 2
+    assert placed["ray_actor_options"]["resources"] == {"citadel_node_w1": 0.5}
