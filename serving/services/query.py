@@ -152,4 +152,7 @@ class QueryService:
             self.metrics.degraded.labels(what).inc()
         chunks = {"rerank": [p.chunk_id for p in response.passages],
                   "validate": [c["chunk_id"] for c in body["citations"]]}
+        if response.trace is not None:  # what the search found and what the prompt held
+            chunks.update(search=[p.chunk_id for p in response.trace.candidates],
+                          generate=[p.chunk_id for p in response.trace.sources])
         emit_stage_spans(request_id, response.timings_ms, chunks, correlation_id=correlation_id)

@@ -35,6 +35,15 @@ def test_one_answer_is_one_trace_with_a_span_per_stage_and_its_chunk_ids(tmp_pat
     assert all(s.parent is not None and s.parent.trace_id == trace_id for s in mine)
     recheck = list(by_stage["live_check"].attributes["citadel.chunk_ids"])
     assert recheck and {c["chunk_id"] for c in body["citations"]} <= set(recheck)
+    # Every stage that hands chunks on names them: what the search found, what the prompt held (the
+    # expansion may add a neighbour the search did not return), what the answer cites.
+    found = list(by_stage["search"].attributes["citadel.chunk_ids"])
+    prompted = list(by_stage["generate"].attributes["citadel.chunk_ids"])
+    cited = list(by_stage["validate"].attributes["citadel.chunk_ids"])
+    assert found and prompted and cited == [c["chunk_id"] for c in body["citations"]]
+    assert set(cited) <= set(prompted)
+    if "rerank" in by_stage:
+        assert set(by_stage["rerank"].attributes["citadel.chunk_ids"]) <= set(found)
     assert by_stage["generate"].end_time >= by_stage["generate"].start_time
 
 
