@@ -408,3 +408,12 @@ def test_placement_settings_reach_serve_only_when_set():
                                                              resources={"citadel_node_w1": 0.5}))
     assert placed["max_replicas_per_node"] == 1 and placed["health_check_period_s"] == 2
     assert placed["ray_actor_options"]["resources"] == {"citadel_node_w1": 0.5}
+
+
+def test_a_replica_asks_a_positive_amount_of_each_custom_resource():
+    from pydantic import ValidationError
+
+    from citadel.config import DeploymentSettings
+
+    with pytest.raises(ValidationError, match="positive amount"):
+        DeploymentSettings(resources={"citadel_node_head": 0})
