@@ -21,6 +21,14 @@ def set_fault(url: str, admin_token: str, stage: str, **spec) -> None:
               timeout=HTTP_TIMEOUT_S).raise_for_status()
 
 
+def deployed_stages(url: str, admin_token: str) -> set[str] | None:
+    """The stages the deployment can take a fault on (GET /v1/admin/faults); None when it does not say."""
+    response = httpx.get(f"{url}/v1/admin/faults", headers=_bearer(admin_token), timeout=HTTP_TIMEOUT_S)
+    response.raise_for_status()
+    stages = response.json().get("stages")
+    return set(stages) if isinstance(stages, list) else None
+
+
 def clear_fault(url: str, admin_token: str, stage: str) -> None:
     httpx.delete(f"{url}/v1/admin/faults/{stage}", headers=_bearer(admin_token),
                  timeout=HTTP_TIMEOUT_S).raise_for_status()

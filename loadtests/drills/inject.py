@@ -45,12 +45,18 @@ def _admin(token: str) -> dict:
     return {"authorization": f"Bearer {token}"}
 
 
-def check_applicable(scenario: DrillScenario, admin_token: str | None, node_killer: list[str] | None) -> None:
+def check_applicable(scenario: DrillScenario, admin_token: str | None, node_killer: list[str] | None,
+                     stages: set[str] | None = None) -> None:
+    """Raises DrillNotApplicable when this deployment cannot take the drill's fault; `stages` are the
+    ones it can fault (None: unknown, not checked)."""
     if scenario.fault.kind == "node_kill" and not node_killer:
         raise DrillNotApplicable("a node kill needs the operator's node killer: run it against the local "
                                  "multi-node cluster (`citadel cluster up`, then --home) or pass --node-kill-command")
     if scenario.fault.kind in ("stage", "dead_letters") and not admin_token:
         raise DrillNotApplicable("this drill needs a platform admin's token (the home's local-admin, or --admin-token)")
+    if scenario.fault.kind == "stage" and stages is not None and scenario.fault.stage not in stages:
+        raise DrillNotApplicable(f"this deployment has no {scenario.fault.stage} stage (not configured), so the "
+                                 f"fault would change nothing; it can fault {', '.join(sorted(stages))}")
 
 
 def direct_fault(url: str, admin_token: str | None, scenario: DrillScenario, since: Callable[[], float],

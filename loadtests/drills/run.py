@@ -21,7 +21,7 @@ from pathlib import Path
 import httpx
 
 from loadtests.client import HTTP_TIMEOUT_S
-from loadtests.drills.control import clear_fault, metric_value
+from loadtests.drills.control import clear_fault, deployed_stages, metric_value
 from loadtests.drills.inject import DrillNotApplicable, FaultLog, check_applicable, direct_fault, settle_uploads
 from loadtests.drills.plot import write_timeline
 from loadtests.drills.scenario import DrillScenario, catalog, find_scenario
@@ -42,6 +42,17 @@ def _server_retries(url: str, metrics_token: str | None) -> float | None:
     try:
         return metric_value(url, metrics_token, RETRIES_METRIC)
     except httpx.HTTPError:
+        return None
+
+
+def _stages(settings: LoadSettings, scenario: DrillScenario) -> set[str] | None:
+    """The stages the deployment can fault, for a stage drill with an admin token (None: not asked,
+    or the deployment did not answer; the fault itself then says what is wrong)."""
+    if scenario.fault.kind != "stage" or not settings.admin_token:
+        return None
+    try:
+        return deployed_stages(settings.url, settings.admin_token)
+    except (httpx.HTTPError, ValueError):
         return None
 
 
@@ -81,7 +92,7 @@ def run_drill(scenario: DrillScenario, settings: LoadSettings, out_dir: Path, me
     base = {"drill": scenario.name, "description": scenario.description, "url": settings.url,
             "users": scenario.load.concurrency, "shape": "drill", "run_time_s": scenario.load.total_s}
     try:
-        check_applicable(scenario, settings.admin_token, node_killer)
+        check_applicable(scenario, settings.admin_token, node_killer, _stages(settings, scenario))
     except DrillNotApplicable as reason:
         return _write(out_dir, {**base, "verdict": "skipped", "reason": str(reason), "checks": []})
     base["topology"] = _topology(settings.url)

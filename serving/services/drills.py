@@ -10,9 +10,9 @@ import logging
 
 from citadel.catalog.base import Catalog
 from citadel.config import CitadelConfig
-from citadel.errors import Forbidden, InvalidRequest
+from citadel.errors import Conflict, Forbidden, InvalidRequest
 from citadel.identity.credentials import ServiceIdentity
-from citadel.resilience.faults import FaultSpec, FaultStore
+from citadel.resilience.faults import STAGES, FaultSpec, FaultStore
 from serving.services.access import require_platform_admin
 from citadel.resilience.process import fault_store
 
@@ -31,12 +31,21 @@ class DrillService:
                             code="fault_injection_disabled")
         return fault_store(self.config)
 
+    def stages(self) -> list[str]:
+        """The stages this deployment has, so a fault there can change something: no reranker when
+        none is configured (every answer already says rerank_skipped, so its drill would test nothing)."""
+        absent = {"reranker"} if self.config.answer.reranker == "none" else set()
+        return sorted(STAGES - absent)
+
     def set_fault(self, admin: ServiceIdentity, spec: dict) -> dict:
         store = self._faults(admin)
         try:
             fault = FaultSpec.model_validate(spec)
         except ValueError as error:
             raise InvalidRequest(str(error)) from None
+        if fault.stage not in self.stages():
+            raise Conflict(f"this deployment has no {fault.stage} (answer.{fault.stage} is none): a fault there "
+                           "would change nothing", code="stage_not_deployed")
         saved = store.set(fault)
         self.catalog.audit(admin.id, "fault_set", "-", fault.stage, saved.model_dump())
         log.warning("drill: fault set on %s by %s: %s", fault.stage, admin.id, saved.model_dump())
@@ -49,4 +58,4 @@ class DrillService:
         return {"stage": stage, "cleared": True}
 
     def list_faults(self, admin: ServiceIdentity) -> dict:
-        return {"faults": [f.model_dump() for f in self._faults(admin).list()]}
+        return {"faults": [f.model_dump() for f in self._faults(admin).list()], "stages": self.stages()}

@@ -81,7 +81,7 @@ _SLOW_GENERATOR_FAULT_S = _GENERATOR.window_s + find_scenario("slow-generator").
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name", ["redis-down", "reranker-down", "slow-generator", "retry-storm"])
+@pytest.mark.parametrize("name", ["redis-down", "slow-generator", "retry-storm"])
 def test_degrading_drills_keep_answers_flowing(drill_api, tmp_path, name):
     home, settings = drill_api
     load = {"fault_s": _SLOW_GENERATOR_FAULT_S} if name == "slow-generator" else {}
@@ -89,6 +89,22 @@ def test_degrading_drills_keep_answers_flowing(drill_api, tmp_path, name):
     assert report["verdict"] == "pass", json.dumps(report["checks"])
     allowed = {"200", "503"} if name == "retry-storm" else {"200"}  # the storm's injected failures are 503s
     assert report["total"]["requests"] > 20 and set(report["statuses"]) <= allowed, report["statuses"]
+
+
+def test_a_fault_on_a_stage_the_deployment_lacks_is_refused_and_its_drill_skipped(drill_api, tmp_path):
+    """This home has no reranker (answer.reranker none, the default): every answer already carries
+    rerank_skipped, so a reranker-down drill there would pass while testing nothing."""
+    import httpx
+
+    home, settings = drill_api
+    admin = {"authorization": f"Bearer {settings.admin_token}"}
+    listed = httpx.get(f"{settings.url}/v1/admin/faults", headers=admin).json()
+    assert "reranker" not in listed["stages"] and {"retriever", "generator", "cache"} <= set(listed["stages"])
+    refused = httpx.put(f"{settings.url}/v1/admin/faults/reranker", json={"error_rate": 1.0}, headers=admin)
+    assert refused.status_code == 409 and refused.json()["error"]["code"] == "stage_not_deployed", refused.text
+    report = run_drill(_short("reranker-down"), settings, tmp_path / "r")
+    assert report["verdict"] == "skipped" and "reranker" in report["reason"], report
+    assert "timeline" not in report  # skipped before any traffic
 
 
 @pytest.mark.slow
@@ -121,7 +137,7 @@ def test_citadel_drill_run_end_to_end_leaves_nothing_running(drill_api, tmp_path
 
     home, settings = drill_api
     ensure_local_identity(home.config)
-    scenario = _short("reranker-down", before_s=2.0, fault_s=3.0, after_s=2.0).model_dump(mode="json")
+    scenario = _short("redis-down", before_s=2.0, fault_s=3.0, after_s=2.0).model_dump(mode="json")
     path = tmp_path / "my-drill.yaml"
     path.write_text(yaml.safe_dump({**scenario, "name": "my-drill"}))
     workload = tmp_path / "workload.json"
