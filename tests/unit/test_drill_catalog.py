@@ -77,3 +77,18 @@ def test_numbered_questions_differ_only_in_function_words():
     first, second = numbered("What is the hotel limit?", 1), numbered("What is the hotel limit?", 2)
     assert first != second and first.startswith("What is the hotel limit? ")
     assert set(first.split()[5:]) <= set(FILLER_WORDS)
+
+
+def test_a_stall_counts_against_recovery_in_the_drills_that_kill():
+    """Requests held by a dead node's replicas until Serve replaces them come back late but 2xx: with
+    no latency limit the drill would call the stall recovered (the node-kill drill did, before)."""
+    for name in ("node-kill", "replica-kill"):
+        assert find_scenario(name).expect.slo_p95_ms, f"{name} does not judge latency: a stall would pass"
+    scenario = find_scenario("node-kill")
+    log = FaultLog(fault_at_s=10.0, fault_end_s=40.0)
+    outcomes = [Outcome("retrieve", t / 4, t / 4 + 0.2, 200) for t in range(4 * 60) if not 60 <= t < 100]
+    outcomes += [Outcome("retrieve", 15.0, 45.5, 200)] * 4  # sent at 15 s, held until 45.5 s
+    rows = timeline(outcomes, scenario, log)
+    assert recovery_s(rows, scenario, log) == 46.0 - 10.0  # from the fault's start to the end of 45 s
+    [errors, recovery] = checks(outcomes, rows, scenario, log, None)
+    assert errors["passed"] and not recovery["passed"]
