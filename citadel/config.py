@@ -323,6 +323,10 @@ class DeploymentSettings(_Section):
     resources: dict[str, float] = Field(
         default_factory=dict, description="Custom Ray resources per replica (e.g. a node's own resource, to pin it)."
     )
+    health_check_period_s: Optional[float] = Field(
+        None, gt=0, description="How often Serve checks a replica (none: Serve's default, 10 s); a dead node's "
+        "replicas are replaced sooner with a shorter period."
+    )
 
     @field_validator("resources")
     @classmethod
@@ -330,10 +334,6 @@ class DeploymentSettings(_Section):
         if any(amount <= 0 for amount in value.values()):
             raise ValueError("each custom resource of a replica is a positive amount")
         return value
-    health_check_period_s: Optional[float] = Field(
-        None, gt=0, description="How often Serve checks a replica (none: Serve's default, 10 s); a dead node's "
-        "replicas are replaced sooner with a shorter period."
-    )
 
 
 def _over_defaults(defaults: dict[str, BaseModel], given: Any) -> Any:

@@ -44,8 +44,8 @@ class DrillService:
         except ValueError as error:
             raise InvalidRequest(str(error)) from None
         if fault.stage not in self.stages():
-            raise Conflict(f"this deployment has no {fault.stage} (answer.{fault.stage} is none): a fault there "
-                           "would change nothing", code="stage_not_deployed")
+            raise Conflict(f"this deployment has no {fault.stage} configured: a fault there would change nothing",
+                           code="stage_not_deployed")
         saved = store.set(fault)
         self.catalog.audit(admin.id, "fault_set", "-", fault.stage, saved.model_dump())
         log.warning("drill: fault set on %s by %s: %s", fault.stage, admin.id, saved.model_dump())
