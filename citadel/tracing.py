@@ -177,10 +177,11 @@ def _parent(request_id: str) -> trace.Context:
 
 # ---------------------------------------------------------------------- emitting
 def emit_span(request_id: str, stage: str, duration_ms: float, chunk_ids: list[str] | None = None,
-              **fields) -> dict:
-    """One finished stage as a span of the request's trace, ending now and lasting `duration_ms`.
-    Returns what it carries (ids, stage, duration, fields), as its exported record shows it."""
-    end_ns = time.time_ns()
+              end_ns: int | None = None, **fields) -> dict:
+    """One finished stage as a span of the request's trace, ending at `end_ns` (default now) and
+    lasting `duration_ms`. Returns what it carries (ids, stage, duration, fields), as its exported
+    record shows it."""
+    end_ns = time.time_ns() if end_ns is None else end_ns
     duration_ns = max(0, int(float(duration_ms) * NS_PER_MS))
     attributes: dict = {f"{ATTRIBUTE_PREFIX}request_id": _safe(str(request_id))}
     if chunk_ids is not None:
@@ -201,10 +202,16 @@ def emit_span(request_id: str, stage: str, duration_ms: float, chunk_ids: list[s
 def emit_stage_spans(request_id: str, timings_ms: dict[str, float], chunks_by_stage: dict[str, list[str]],
                      **fields) -> list[dict]:
     """One span per timed stage; `chunks_by_stage` attaches the chunk ids a stage returned, `fields`
-    go on every span (a correlation id)."""
-    return [emit_span(request_id, stage.removesuffix("_ms"), ms, chunks_by_stage.get(stage.removesuffix("_ms")),
-                      **fields)
-            for stage, ms in timings_ms.items() if stage != "total"]
+    go on every span (a correlation id). The stages ran one after another in the order `timings_ms`
+    holds them and are emitted after the last one: they are laid back to back, the last ending now,
+    so a trace viewer shows them in sequence rather than all ending at once."""
+    stages = [(stage.removesuffix("_ms"), ms) for stage, ms in timings_ms.items() if stage != "total"]
+    ends, cursor = [], time.time_ns()
+    for _, ms in reversed(stages):
+        ends.append(cursor)
+        cursor -= max(0, int(float(ms) * NS_PER_MS))
+    return [emit_span(request_id, stage, ms, chunks_by_stage.get(stage), end_ns=end, **fields)
+            for (stage, ms), end in zip(stages, reversed(ends))]
 
 
 def _safe(value):

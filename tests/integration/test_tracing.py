@@ -62,3 +62,22 @@ def test_spans_go_to_a_file_as_json_lines_and_an_unknown_exporter_is_refused(tmp
         tracing.make_exporter("zipkin")
     with pytest.raises(ValueError, match="otlp_endpoint"):
         tracing.make_exporter("otlp")
+
+
+def test_a_requests_stage_spans_follow_one_another_as_the_stages_ran(spans):
+    """The stages are timed as they run and emitted together at the end: laid back to back, ending
+    now, a trace viewer shows them in order rather than all ending at the same instant."""
+    import time
+
+    tracing.configure_tracing(exporter=spans)
+    before = time.time_ns()
+    tracing.emit_stage_spans("0123456789abcdef0123456789abcdef",
+                             {"route": 5.0, "embed": 20.0, "search": 10.0, "generate": 30.0, "total": 70.0}, {})
+    after = time.time_ns()
+    emitted = {s.name: s for s in spans.get_finished_spans()}
+    assert list(emitted) == ["route", "embed", "search", "generate"]  # "total" is no stage
+    order = [emitted[name] for name in ("route", "embed", "search", "generate")]
+    for earlier, later in zip(order, order[1:]):
+        assert earlier.end_time == later.start_time
+    assert before <= order[-1].end_time <= after
+    assert [round((s.end_time - s.start_time) / 1e6, 3) for s in order] == [5.0, 20.0, 10.0, 30.0]
