@@ -182,7 +182,7 @@ def emit_span(request_id: str, stage: str, duration_ms: float, chunk_ids: list[s
     lasting `duration_ms`. Returns what it carries (ids, stage, duration, fields), as its exported
     record shows it."""
     end_ns = time.time_ns() if end_ns is None else end_ns
-    duration_ns = max(0, int(float(duration_ms) * NS_PER_MS))
+    duration_ns = _duration_ns(duration_ms)
     attributes: dict = {f"{ATTRIBUTE_PREFIX}request_id": _safe(str(request_id))}
     if chunk_ids is not None:
         attributes[f"{ATTRIBUTE_PREFIX}chunk_ids"] = [str(c) for c in list(chunk_ids)[:MAX_CHUNK_IDS]]
@@ -206,12 +206,16 @@ def emit_stage_spans(request_id: str, timings_ms: dict[str, float], chunks_by_st
     holds them and are emitted after the last one: they are laid back to back, the last ending now,
     so a trace viewer shows them in sequence rather than all ending at once."""
     stages = [(stage.removesuffix("_ms"), ms) for stage, ms in timings_ms.items() if stage != "total"]
-    ends, cursor = [], time.time_ns()
-    for _, ms in reversed(stages):
-        ends.append(cursor)
-        cursor -= max(0, int(float(ms) * NS_PER_MS))
-    return [emit_span(request_id, stage, ms, chunks_by_stage.get(stage), end_ns=end, **fields)
-            for (stage, ms), end in zip(stages, reversed(ends))]
+    end_ns = time.time_ns() - sum(_duration_ns(ms) for _, ms in stages)  # where the first stage began
+    records = []
+    for stage, ms in stages:
+        end_ns += _duration_ns(ms)
+        records.append(emit_span(request_id, stage, ms, chunks_by_stage.get(stage), end_ns=end_ns, **fields))
+    return records
+
+
+def _duration_ns(duration_ms: float) -> int:
+    return max(0, int(float(duration_ms) * NS_PER_MS))
 
 
 def _safe(value):
