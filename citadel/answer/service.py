@@ -43,6 +43,20 @@ from citadel.rerank.base import Reranker
 from citadel.retrieval.partitions import PartitionCache
 from citadel.types import Degradation, Passage, Principal
 
+# The three outcomes a client renders (DESIGN.md §4 step 6): an asserted answer; the topic found but
+# the asked fact not (nothing asserted, the closest sections cited); nothing on topic readable.
+ANSWERED, NOT_CONFIRMED, REFUSED = "answered", "not_confirmed", "refused"
+OUTCOMES = (ANSWERED, NOT_CONFIRMED, REFUSED)
+
+
+def outcome_of(refused: bool, reason: str | None) -> str:
+    """The outcome of a reply from its `refused` flag and reason (not_confirmed is a refusal to
+    assert, with evidence: older clients that read only `refused` still never show it as an answer)."""
+    if not refused:
+        return ANSWERED
+    return NOT_CONFIRMED if reason == NOT_CONFIRMED else REFUSED
+
+
 REFUSAL_REPLIES = {
     "low_coverage": "The documents available to you do not contain enough information to answer this question.",
     "no_eligible_source": "No document available to you covers this question.",
@@ -74,10 +88,14 @@ class AnswerResponse:
     # check that goes to a person before the answer leaves (citadel/agent/checks.py). Not public.
     invalid_markers: int = 0
 
+    @property
+    def outcome(self) -> str:
+        return outcome_of(self.refused, self.reason)
+
     def to_dict(self) -> dict:
         """The public JSON of `ask --json` and the HTTP API: exactly these keys."""
-        return {"request_id": self.request_id, "answer": self.answer, "refused": self.refused,
-                "reason": self.reason, "degraded": list(self.degraded),
+        return {"request_id": self.request_id, "answer": self.answer, "outcome": self.outcome,
+                "refused": self.refused, "reason": self.reason, "degraded": list(self.degraded),
                 "citations": [dict(c) for c in self.citations]}
 
 

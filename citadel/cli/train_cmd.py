@@ -48,3 +48,55 @@ def gate(
     print(json.dumps({"written": str(target), "version": model.version, "answer_at": model.answer_at,
                       "clarify_at": model.clarify_at, "coef": dict(zip(model.features, model.coef)),
                       "fitted": model.fitted}, indent=1))
+
+
+@app.command("reader")
+def reader(
+    out: Optional[Path] = typer.Option(None, "--out", help="Artefact directory (default: the packaged one)."),
+    data: Optional[Path] = typer.Option(None, "--data", help="Shared data directory holding squad2/ and corpora/."),
+    set_file: Path = typer.Option(PARAPHRASE_SET, "--set", help="The paraphrase set (its dev split is used)."),
+    epochs: int = typer.Option(1, "--epochs", min=1, max=10),
+    seed: int = typer.Option(13, "--seed"),
+    max_pairs: Optional[int] = typer.Option(None, "--max-pairs", min=8, help="Cap the training pairs (a smoke run)."),
+    no_paraphrase: bool = typer.Option(False, "--no-paraphrase", help="SQuAD only (no handbook corpora needed)."),
+) -> None:
+    """Train the reader (DESIGN.md §6): SQuAD 2.0 by article plus the paraphrase dev split, the top
+    layers of the packaged MiniLM and a head; writes reader.safetensors and its manifest."""
+    import random
+
+    from citadel.eval import rag as rag_eval
+    from citadel.reader import network as net
+    from citadel.reader import training
+
+    data_dir = Path(data or rag_eval.SHARED_DATA)
+    settings = training.TrainSettings(seed=seed, epochs=epochs, max_pairs=max_pairs)
+    rng = random.Random(seed)
+    train_articles, held_articles = training.split_articles(training.load_squad(data_dir), seed)
+    pairs = training.squad_pairs(train_articles, rng)
+    described: dict = {"squad": str(training.SQUAD_FILE), "squad_train_articles": [a["title"] for a in train_articles],
+                       "squad_held_out_articles": [a["title"] for a in held_articles]}
+    if not no_paraphrase:
+        items = rag_eval.load_set(set_file, "dev")
+        pairs += training.paraphrase_pairs(items, rag_eval.corpus_sections(data_dir))
+        described["paraphrase"] = f"{Path(set_file).name} split dev ({len(items)} items)"
+    if max_pairs is not None:
+        rng.shuffle(pairs)
+        pairs = pairs[:max_pairs]
+    held_pairs = training.squad_pairs(held_articles, random.Random(seed + 1))
+    if max_pairs is not None:
+        held_pairs = held_pairs[:max_pairs]
+    base_dir = net.base_model_dir()
+    network = net.ReaderNetwork(*net.build(base_dir))
+    update, context = make_progress()
+    with context:
+        result = training.train(network, pairs, settings, progress=update)
+    held = training.held_out_figures(network, held_pairs, settings.max_length)
+    target = Path(out or net.ARTEFACT_DIR)
+    target.mkdir(parents=True, exist_ok=True)
+    from safetensors.torch import save_file
+
+    save_file(result.state, str(target / net.WEIGHTS_FILE))
+    manifest = training.manifest(net.sha256_of(base_dir / net.BASE_WEIGHTS_FILE), settings, result, held, described)
+    (target / net.MANIFEST_FILE).write_text(json.dumps(manifest, indent=1) + "\n", encoding="utf-8")
+    print(json.dumps({"written": str(target), "pairs": result.pairs, "seconds": manifest["train_seconds"],
+                      "held_out": held}, indent=1))
