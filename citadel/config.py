@@ -112,9 +112,44 @@ class IngestConfig(_Section):
 class AnswerConfig(_Section):
     """Grounded answers (DESIGN.md §4 steps 4-7, §6): rerank, confidence gate, sources, generation."""
 
-    reranker: Literal["none", "cross_encoder", "llm_judge"] = Field(
-        "none", description="none: keep the fused order; cross_encoder: a local CrossEncoder directory; "
+    reranker: Literal["none", "reader", "cross_encoder", "llm_judge"] = Field(
+        "none", description="none: keep the fused order; reader: the project's trained reader (answer.reader) "
+        "blended with the fused score; cross_encoder: a local CrossEncoder directory; "
         "llm_judge: the packaged SmolLM2 scoring yes/no per pair (~2 pairs/s on CPU, for GPUs).",
+    )
+    reader: Literal["trained", "openai_compatible", "fake"] = Field(
+        "trained", description="The reader (DESIGN.md §6) that reranks, chooses the quoted sentences and confirms "
+        "the asked fact: trained: the project's artefact over the packaged MiniLM; openai_compatible: one yes/no "
+        "question per pair to the model server of openai_base_url; fake: deterministic word overlap (tests).",
+    )
+    reader_artefact: Optional[Path] = Field(
+        None, description="Trained reader artefact directory (`citadel train reader`); None: the packaged one."
+    )
+    reader_runtime: Literal["torch", "onnx"] = Field(
+        "onnx", description="torch: fp32; onnx: exported once and quantised to int8 (onnxruntime), cached by checksum."
+    )
+    reader_threads: Optional[int] = Field(None, ge=1, description="Threads per reader forward pass (None: the runtime's).")
+    reader_candidates: int = Field(30, ge=1, le=200, description="Fused candidates the reader rescores (reranker: reader).")
+    reader_fusion_weight: float = Field(
+        0.3, ge=0.0, le=1.0, description="Share of the fused score in the reader reranker's blend (chosen on dev splits)."
+    )
+    confirm: bool = Field(
+        True, description="Assert an answer only when a top sentence holds the asked slot about its subject "
+        "(citadel/answer/confirm.py); otherwise reply not_confirmed with the closest evidence. Needs the reader."
+    )
+    confirm_min_probability: float = Field(
+        0.5, ge=0.0, le=1.0, description="Confirm: the reader's probability the slot-holding sentence must reach."
+    )
+    confirm_min_subject_share: float = Field(
+        0.5, ge=0.0, le=1.0, description="Confirm: share of the question's subject terms in that sentence, its "
+        "heading and its document's title."
+    )
+    topic_coverage: float = Field(
+        0.3, ge=0.0, le=1.0, description="Confirm: a top passage covering this share of the question (lexically or "
+        "by meaning) means the topic was found, so the reply is not_confirmed rather than a bare refusal."
+    )
+    topic_vector: float = Field(
+        0.25, ge=0.0, le=1.0, description="Confirm: ... and the question is at least this close to it in embedding."
     )
     cross_encoder_dir: Optional[Path] = Field(
         None, description="Local directory of a sentence-transformers CrossEncoder (no hub access)."

@@ -25,6 +25,7 @@ class Degradation(StrEnum):
     GENERATOR_FALLBACK = "generator_fallback"  # both failed; the extractive generator answered
     CACHE_UNAVAILABLE = "cache_unavailable"  # the answer cache failed open
     MODEL_PAUSED = "model_paused"  # an admin paused the model: the extractive generator answered
+    READER_SKIPPED = "reader_skipped"  # the reader failed: nothing could be confirmed, nothing was asserted
 
 
 HEADING_SEPARATOR = " > "  # joins a heading path into a chunk's (and a passage's) `heading`

@@ -148,12 +148,25 @@ class Wiring:
         return GuardedRetriever(retriever, self.resilience.guard("retriever"))
 
     @cached_property
+    def reader(self):
+        """The one reader of this process (reranking, quoting, confirming the asked fact), loaded once
+        and shared through a memo of recent scores; None when nothing configured reads it."""
+        answer = self.config.answer
+        if answer.reranker != "reader" and not answer.confirm:
+            return None
+        from citadel.reader.factory import make_reader
+        from citadel.reader.memo import MemoReader
+
+        return MemoReader(make_reader(answer))
+
+    @cached_property
     def reranker(self):
         from citadel.rerank.backends import make_reranker
 
         if self.stages.reranker is not None:
             return self._guarded_reranker(self.stages.reranker, inject=False)
-        return self._guarded_reranker(make_reranker(self.config.answer), inject=True)
+        reader = self.reader if self.config.answer.reranker == "reader" else None
+        return self._guarded_reranker(make_reranker(self.config.answer, reader), inject=True)
 
     def _guarded_reranker(self, reranker, inject: bool):
         if self.resilience is None or not reranker.enabled:  # "none" is reported as skipped, never called
@@ -171,7 +184,8 @@ class Wiring:
         secondary = None
         if answer.secondary_generator is not None:
             secondary = make_generator(answer.model_copy(update={"generator": answer.secondary_generator}))
-        primary = self.stages.generator if self.stages.generator is not None else make_generator(answer)
+        primary = (self.stages.generator if self.stages.generator is not None
+                   else make_generator(answer, self.reader if answer.confirm else None))
         return primary, secondary
 
     @cached_property
@@ -197,6 +211,7 @@ class Wiring:
     def answer_service(self):
         """The single-shot answer service over this wiring's retriever (whose query-vector memo the
         gate reads, so its vector score costs no second embedding), reranker, gate and generator."""
+        from citadel.answer.confirm import ConfirmSettings
         from citadel.answer.expand import ExpansionBudget, SectionExpander
         from citadel.answer.gate_model import make_gate
         from citadel.answer.prompt import PromptAssembler
@@ -214,7 +229,8 @@ class Wiring:
                              PlantedScreen(answer.screen_cache_chunks), self.memo,
                              QueryVectorMemo(self.embedder, WORD_MEMO_CAPACITY),
                              PromptAssembler.for_generator(self.generator, self.config.agent),
-                             self.pause_switch.is_paused)
+                             self.pause_switch.is_paused, self.reader if answer.confirm else None,
+                             ConfirmSettings.from_config(answer))
 
     # ------------------------------------------------------------------ the agentic path
     @cached_property

@@ -2,9 +2,16 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
+
+# The suite's many hash-embedder homes answer from the gate alone: confirming the asked fact needs the
+# trained reader (a model load per process), and the tests that exercise it turn it on themselves
+# (tests/unit/test_confirm.py with the fake reader; the regression set with the trained one). Servers
+# and CLIs the tests start inherit this.
+os.environ.setdefault("CITADEL_ANSWER__CONFIRM", "false")
 
 from tests.redis_server import redis_url  # noqa: F401  (a session fixture for every folder)
 
@@ -29,7 +36,7 @@ def make_runtime(tmp_path):
     runtimes = []
 
     def build(**sections):
-        config = load_config(environ={"CITADEL_HOME": str(tmp_path / "home"), "CITADEL_EMBEDDING__BACKEND": "hash"})
+        config = load_config(environ={"CITADEL_ANSWER__CONFIRM": "false", "CITADEL_HOME": str(tmp_path / "home"), "CITADEL_EMBEDDING__BACKEND": "hash"})
         for section, values in sections.items():
             for key, value in values.items():
                 setattr(getattr(config, section), key, value)

@@ -54,6 +54,7 @@ from citadel.agent.tools import (ApprovalRequired, StepContext, StepExecutor, To
                                  ToolStepExecutor)
 from citadel.answer.gate import term_idf
 from citadel.answer.prompt import PromptItem
+from citadel.answer.service import outcome_of
 from citadel.answer.text import content_terms
 from citadel.chunking import count_tokens
 from citadel.config import AgentConfig
@@ -655,8 +656,9 @@ class Orchestrator:
             record = self._cancelled_answer(state, self._missing(state, evidence))
         elif evidence is not None and not evidence.passages and actions_of(state):
             record = self._record(state, "answer", {  # a run that only acted: its answer is what it did or not
-                "answer": actions_note(state), "refused": False, "reason": None, "citations": [], "conflicts": [],
-                "degraded": [], "missing": self._missing(state, evidence), "tokens": 0})
+                "answer": actions_note(state), "outcome": outcome_of(False, None), "refused": False, "reason": None,
+                "citations": [], "conflicts": [], "degraded": [], "missing": self._missing(state, evidence),
+                "tokens": 0})
         elif evidence is not None:
             conflicts = resolved_conflicts(evidence.passages, evidence.records, evidence.today)
             ruled_out = superseded_documents(conflicts)
@@ -770,8 +772,9 @@ class Orchestrator:
         return distinct_parts(evidence.uncovered(parts)) + [c.ask for c in evidence.unsettled()]
 
     def _cancelled_answer(self, state: RunState, missing: list[str]) -> dict[str, Any]:
-        return self._record(state, "answer", {"answer": "", "refused": True, "reason": CANCELLED, "citations": [],
-                                              "conflicts": [], "degraded": [], "missing": missing, "tokens": 0})
+        return self._record(state, "answer", {"answer": "", "outcome": outcome_of(True, CANCELLED), "refused": True,
+                                              "reason": CANCELLED, "citations": [], "conflicts": [], "degraded": [],
+                                              "missing": missing, "tokens": 0})
 
     def _deliver(self, state: RunState, record: dict[str, Any], stop: str | None, path: str) -> None:
         """The conversation's turn, token and citation events, then the authoritative final event
@@ -784,7 +787,8 @@ class Orchestrator:
         for number, citation in enumerate(record["citations"], start=1):
             self._emit(state, EventType.CITATION, f"citation:{number}", {"number": number, **citation})
         self._emit(state, EventType.FINAL, "final", {
-            "answer": record["answer"], "refused": record["refused"], "reason": record["reason"],
+            "answer": record["answer"], "outcome": record_outcome(record),
+            "refused": record["refused"], "reason": record["reason"],
             "citations": record["citations"], "conflicts": record["conflicts"], "degraded": record["degraded"],
             "path": path, "stop_reason": stop, "missing": record["missing"], "steps": state.executed(),
             "actions": actions_of(state)})
@@ -871,8 +875,9 @@ def actions_note(state: RunState) -> str:
 def closed_record(record: dict[str, Any], verdict: Verdict) -> dict[str, Any]:
     """What a run answers when the review of its held answer did not correct it: nothing of the held
     answer, and what the reviewer said."""
+    reason = f"review_{verdict.task.status}"
     return {**record, "answer": f"The answer was held for a review ({verdict.task.reason}). {verdict.closed_message}",
-            "refused": True, "reason": f"review_{verdict.task.status}", "citations": [], "conflicts": []}
+            "outcome": outcome_of(True, reason), "refused": True, "reason": reason, "citations": [], "conflicts": []}
 
 
 def missing_note(missing: list[str]) -> str:
@@ -896,9 +901,22 @@ def synthesis_task(state: RunState, evidence: EvidenceSet) -> str:
     return "\n".join(kept)
 
 
+def record_outcome(record: dict[str, Any]) -> str:
+    """The outcome of an answer record or a final event's data, derived from `refused` and `reason`
+    (one kept before answers carried their outcome has none)."""
+    return outcome_of(record["refused"], record["reason"])
+
+
+def run_outcome(steps: dict[str, dict[str, Any]]) -> str | None:
+    """A run's outcome from its recorded steps (`RunStore.steps`): its answer's; None before it answers."""
+    record = steps.get("answer")
+    return record_outcome(record) if record is not None else None
+
+
 def answer_record(response, missing: list[str], tokens: int) -> dict[str, Any]:
     """What the run keeps of an answer (the answer service's response) for its final event."""
-    return {"answer": response.answer, "refused": response.refused, "reason": response.reason,
+    return {"answer": response.answer, "outcome": outcome_of(response.refused, response.reason),
+            "refused": response.refused, "reason": response.reason,
             "citations": [dict(c) for c in response.citations], "conflicts": [dict(c) for c in response.conflicts],
             "degraded": [str(d) for d in response.degraded], "missing": list(missing), "tokens": tokens}
 

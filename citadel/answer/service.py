@@ -22,6 +22,7 @@ import numpy as np
 from citadel.answer.conflicts import Conflict, detect_conflicts
 from citadel.answer.expand import SectionExpander, Source, layout_of, source_terms
 from citadel.answer.clarify import clarifying_question
+from citadel.answer.confirm import Confirmation, ConfirmSettings, confirm, not_confirmed_reply
 from citadel.answer.gate import (CLARIFY, NEEDS_CLARIFICATION, NO_ELIGIBLE_SOURCE, ConfidenceGate, GateDecision,
                                  cosine_scores, term_idf, weighted_coverage)
 from citadel.answer.gate_model import CalibratedGate
@@ -46,6 +47,8 @@ from citadel.types import Degradation, Passage, Principal
 # The three outcomes a client renders (DESIGN.md §4 step 6): an asserted answer; the topic found but
 # the asked fact not (nothing asserted, the closest sections cited); nothing on topic readable.
 ANSWERED, NOT_CONFIRMED, REFUSED = "answered", "not_confirmed", "refused"
+# A not-confirmed reply cites at most this many of the closest sections.
+CLOSEST_SECTIONS = 3
 OUTCOMES = (ANSWERED, NOT_CONFIRMED, REFUSED)
 
 
@@ -87,6 +90,7 @@ class AnswerResponse:
     # Citation markers the draft had that named no source (the validator removed them): a failed
     # check that goes to a person before the answer leaves (citadel/agent/checks.py). Not public.
     invalid_markers: int = 0
+    confirmation: dict | None = None  # what the confirmation read and decided (logs, evaluation). Not public.
 
     @property
     def outcome(self) -> str:
@@ -216,7 +220,8 @@ class AnswerService:
                  expander: SectionExpander | None = None, validator: AnswerValidator | None = None,
                  router: QuestionRouter | None = None, passage_filter: Callable[[Passage], bool] | None = None,
                  query_vectors: QueryVectorMemo | None = None, word_vectors: QueryVectorMemo | None = None,
-                 assembler: PromptAssembler | None = None, paused: Callable[[str, str], bool] | None = None):
+                 assembler: PromptAssembler | None = None, paused: Callable[[str, str], bool] | None = None,
+                 reader=None, confirm_settings: ConfirmSettings | None = None):
         """`assembler`: builds the budgeted prompt of a run's synthesis (`compose_from`); by default
         from the generator's own token count and the default allowances."""
         self.retriever = retriever
@@ -236,6 +241,9 @@ class AnswerService:
         self.assembler = assembler or PromptAssembler.for_generator(generator, AgentConfig())
         # `paused(tenant, "model")`: an admin's pause switch; a paused model answers with quotes.
         self.paused = paused
+        # The reader confirms the asked fact (citadel/answer/confirm.py); None: the gate alone decides.
+        self.reader = reader
+        self.confirm_settings = confirm_settings or ConfirmSettings()
         self._rerank_pool = concurrent.futures.ThreadPoolExecutor(RERANK_WORKERS, thread_name_prefix="rerank")
         self._last_purge: float | None = None
 
@@ -280,6 +288,10 @@ class AnswerService:
                                      "reranker": self.reranker.model_id}
         if query != question:
             log_extra["search_query"] = query
+        if self.reader is not None and decision.outcome != CLARIFY and self._on_topic(decision):
+            response = self._confirmed_answer(principal, question, query, passages, partition, request_id, degraded,
+                                              timer, trace, log_extra, decision)
+            return self._finish(principal, question, response, timer, log_extra, correlation_id)
         if not decision.passed:
             reply = (clarifying_question(passages[: self.gate.thresholds.passages]) if decision.outcome == CLARIFY
                      else REFUSAL_REPLIES[decision.reason])
@@ -289,6 +301,62 @@ class AnswerService:
         response = self._grounded_answer(principal, query, passages, partition, request_id, degraded, timer,
                                          trace, log_extra, decision)
         return self._finish(principal, question, response, timer, log_extra, correlation_id)
+
+    def _on_topic(self, decision: GateDecision) -> bool:
+        """Whether retrieval found the topic at all: the gate passed, or its signals say a top passage
+        covers enough of the question (looser than answering: nothing is asserted from it unconfirmed)."""
+        if decision.passed:
+            return True
+        signals = decision.signals
+        if signals is None:
+            return False
+        settings = self.confirm_settings
+        return max(signals.lexical, signals.semantic) >= settings.topic_coverage and (
+            decision.vector_score is None or decision.vector_score >= settings.topic_vector)
+
+    def _confirmed_answer(self, principal: Principal, question: str, query: str, passages: list[Passage],
+                          partition: Partition | None, request_id: str, degraded: list[str], timer: StageTimer,
+                          trace: AnswerTrace, log_extra: dict[str, Any], decision: GateDecision) -> AnswerResponse:
+        """The topic is found: expand, then assert only a confirmed fact; otherwise reply not_confirmed
+        with the closest sections (asserting nothing)."""
+        with timer.stage("expand"):
+            sources = self.expander.expand(passages, partition)
+        with timer.stage("confirm"):
+            try:
+                confirmation = confirm(self.reader, query, sources, self.confirm_settings)
+            except Exception:  # the reader failed: nothing can be confirmed, so nothing is asserted
+                degraded.append(Degradation.READER_SKIPPED)
+                confirmation = None
+        if confirmation is not None:
+            log_extra["confirm"] = confirmation.to_dict()
+        if confirmation is not None and confirmation.confirmed:
+            response = self._grounded_answer(principal, query, passages, partition, request_id, degraded, timer,
+                                             trace, log_extra, decision, sources=sources)
+        else:
+            trace.sources = [s.passage for s in sources]
+            response = self._not_confirmed(request_id, question, sources, confirmation, passages, degraded, decision,
+                                           trace)
+        response.confirmation = log_extra.get("confirm")
+        return response
+
+    def _not_confirmed(self, request_id: str, question: str, sources: Sequence[Source],
+                       confirmation: Confirmation | None, passages: list[Passage], degraded: list[str],
+                       decision: GateDecision, trace: AnswerTrace) -> AnswerResponse:
+        """Nothing asserted: the closest sentence quoted verbatim with its marker, the closest sections
+        cited (renumbered 1..n in order), and the offer of a person."""
+        from citadel.answer.slots import asked_slot
+
+        closest = confirmation.best if confirmation is not None else None
+        numbers = list(dict.fromkeys(([closest.source_number] if closest is not None else [])
+                                     + [s.number for s in sources]))[:CLOSEST_SECTIONS]
+        slot = confirmation.slot if confirmation is not None else asked_slot(question)
+        reply = not_confirmed_reply(slot, closest, numbers)
+        mapping = {number: index for index, number in enumerate(numbers, start=1)}
+        by_number = {s.number: s for s in sources}
+        citations = [by_number[n].citation() for n in numbers]
+        trace.drafted = [by_number[n].passage for n in numbers]
+        return AnswerResponse(request_id, renumber_markers(reply, mapping), True, NOT_CONFIRMED, degraded, citations,
+                              passages=passages, gate=decision, trace=trace)
 
     def compose_from(self, principal: Principal, question: str, passages: Sequence[Passage],
                      request_id: str | None = None, task: str | None = None,
@@ -324,12 +392,13 @@ class AnswerService:
     def _grounded_answer(self, principal: Principal, query: str, passages: list[Passage], partition: Partition | None,
                          request_id: str, degraded: list[str], timer: StageTimer, trace: AnswerTrace,
                          log_extra: dict[str, Any], decision: GateDecision | None = None,
-                         prompt: PromptInputs | None = None) -> AnswerResponse:
+                         prompt: PromptInputs | None = None, sources: list[Source] | None = None) -> AnswerResponse:
         """Expand → generate → validate → conflicts → compose over passages already admitted (by the
         gate, or as a run's evidence); what it did goes into `log_extra` for the answer log. With
         `prompt` (a run's synthesis), the generator gets the budgeted prompt and the sources it kept."""
-        with timer.stage("expand"):
-            sources = self.expander.expand(passages, partition)
+        if sources is None:
+            with timer.stage("expand"):
+                sources = self.expander.expand(passages, partition)
         assembled = None
         if prompt is not None:
             with timer.stage("assemble"):

@@ -16,6 +16,7 @@ import httpx
 from rich.console import Console
 from rich.panel import Panel
 
+from citadel.answer.service import NOT_CONFIRMED
 from citadel.wiring import Wiring
 from citadel.config import CitadelConfig, load_config
 from citadel.identity.context import sign_user_context
@@ -169,7 +170,9 @@ def _answer(api: ApiClient, title: str, user: User, question: str) -> dict:
     for number, citation in enumerate(response["citations"], start=1):
         page = f", page {citation['page']}" if citation["page"] else ""
         lines.append(f"  [{number}] {citation['title']} v{citation['version']} — {citation['heading']}{page}")
-    if response["refused"]:
+    if response["outcome"] == NOT_CONFIRMED:
+        lines.append("(not confirmed: nothing asserted; the sections above are the closest evidence)")
+    elif response["refused"]:
         lines.append(f"(refused: {response['reason']})")
     console.print(Panel("\n".join(lines), title=title))
     return response
@@ -195,7 +198,8 @@ def _run(api: ApiClient, title: str, user: User, question: str) -> dict:
     lines += ["", final["answer"]]
     for number, citation in enumerate(final["citations"], start=1):
         lines.append(f"  [{number}] {citation['title']} v{citation['version']} — {citation['heading']}")
-    lines.append(f"(path {final['path']}, {final['steps']} steps, stop reason {final['stop_reason']})")
+    lines.append(f"(path {final['path']}, {final['steps']} steps, stop reason {final['stop_reason']}, "
+                 f"outcome {final['outcome']})")
     console.print(Panel("\n".join(lines), title=title))
     return final
 

@@ -216,11 +216,17 @@ def ask(
 def _print_answer(response) -> None:
     from rich.markup import escape
 
+    from citadel.answer.service import NOT_CONFIRMED
+
     out = Console(soft_wrap=True)  # long answers stay one line each: copyable, greppable
-    if response.refused:
+    if response.outcome == NOT_CONFIRMED:  # nothing asserted; the citations are the closest evidence
+        out.print(f"[cyan]not confirmed[/cyan]: {escape(response.answer)}")
+        if response.citations:
+            out.print("closest evidence:")
+    elif response.refused:
         out.print(f"[yellow]refused[/yellow] ({response.reason}): {escape(response.answer)}")
     else:
-        out.print(escape(response.answer))
+        out.print(f"[green]answered[/green]: {escape(response.answer)}")
     for number, c in enumerate(response.citations, start=1):
         page = f", page {c['page']}" if c["page"] is not None else ""
         out.print(f"  [bold][{number}][/bold] {escape(c['title'])} ({escape(c['document_id'])} v{c['version']})"

@@ -99,8 +99,7 @@ def _render(event) -> None:
         console.print(f"\n[dim][{data.get('number', '?')}] {escape(str(data.get('title', '')))} — "
                       f"{escape(str(data.get('heading', '')))}[/dim]", end="")
     elif kind == "final":
-        console.print()
-        console.print(f"[bold]assistant>[/bold] {escape(str(data.get('answer', '')))}")
+        _render_final(data)
         if data.get("stop_reason"):
             missing = "; ".join(str(m) for m in data.get("missing", []))
             console.print(f"[yellow]stopped ({data['stop_reason']}); missing: {escape(missing) or 'nothing named'}"
@@ -111,16 +110,40 @@ def _render(event) -> None:
         console.print(f"[dim]{kind}: {escape(json.dumps(data))}[/dim]")
 
 
+def _render_final(data: dict) -> None:
+    """The authoritative answer with its outcome: a not-confirmed reply asserts nothing, and its
+    citations are the closest evidence found."""
+    from citadel.agent.orchestrator import record_outcome
+    from citadel.answer.service import NOT_CONFIRMED
+
+    answer = escape(str(data.get("answer", "")))
+    console.print()
+    if record_outcome(data) == NOT_CONFIRMED:
+        console.print(f"[bold]assistant>[/bold] [cyan]not confirmed[/cyan]: {answer}")
+        if data.get("citations"):
+            console.print("closest evidence:")
+        for number, c in enumerate(data.get("citations", []), start=1):
+            console.print(f"  [bold][{number}][/bold] {escape(str(c.get('title', '')))} - "
+                          f"{escape(str(c.get('heading', '')))} - {escape(str(c.get('source', '')))}")
+    elif data.get("refused"):
+        reason = escape(str(data.get("reason")))
+        console.print(f"[bold]assistant>[/bold] [yellow]refused[/yellow] ({reason}): {answer}")
+    else:
+        console.print(f"[bold]assistant>[/bold] [green]answered[/green]: {answer}")
+
+
 @runs_app.command("show")
 def show(run_id: str = typer.Argument(...), config: Optional[Path] = ConfigOption) -> None:
-    """A run's state (status, path, stop reason) and its recorded steps, as JSON."""
+    """A run's state (status, path, stop reason, its answer's outcome) and its recorded steps, as JSON."""
     wiring = Wiring(config_path=config)
     run = wiring.run_store.get(run_id)
     if run is None:
         console.print(f"[red]no run {escape(run_id)}[/red]")
         raise typer.Exit(1)
+    from citadel.agent.orchestrator import run_outcome
+
     steps = wiring.run_store.steps(run_id)
-    print(json.dumps({**run.to_dict(), "steps": sorted(steps)}, indent=1))
+    print(json.dumps({**run.to_dict(), "outcome": run_outcome(steps), "steps": sorted(steps)}, indent=1))
 
 
 @runs_app.command("events")

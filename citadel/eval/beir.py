@@ -95,24 +95,35 @@ class ModeRanker:
         elif mode == "dense":
             rows = legs.vector
         else:
-            rows = [row for row, _ in self._retriever.fuse(legs)]
+            fused = self._retriever.fuse(legs)
+            rows = [row for row, _ in fused]
         ranked = _dedupe([self._documents[r] for r in rows])
         if mode == "hybrid+rerank" and self._reranker is not None:
-            ranked = self._rerank(query, rows, ranked)
+            ranked = self._rerank(query, fused, ranked)
         return ranked
 
-    def _rerank(self, query: str, rows: list[int], ranked: list[str]) -> list[str]:
+    def head(self, fused: list[tuple[int, float]]):
+        """The fused list's first `rerank_depth` documents as passages carrying their fused scores
+        (a reranker that blends with fusion reads them)."""
         from citadel.retrieval.retriever import passage_from_row
 
-        head_rows, seen = [], set()
-        for row in rows:
+        head, seen = [], set()
+        for row, score in fused:
             document = self._documents[row]
             if document not in seen:
                 seen.add(document)
-                head_rows.append(row)
-            if len(head_rows) == self._rerank_depth:
+                head.append(passage_from_row(self._partition.row(row), float(score)))
+            if len(head) == self._rerank_depth:
                 break
-        passages = [passage_from_row(self._partition.row(r), 0.0) for r in head_rows]
+        return head
+
+    def fused(self, query: str) -> list[tuple[int, float]]:
+        plan = self._retriever.plan(len(self._allowed), len(self._partition))
+        return list(self._retriever.fuse(self._retriever.legs(self._partition, query, self._allowed, plan, [], {},
+                                                              k=self._depth)))
+
+    def _rerank(self, query: str, fused: list[tuple[int, float]], ranked: list[str]) -> list[str]:
+        passages = self.head(fused)
         reordered = [p.document_id for p in self._reranker.rerank(query, passages, top_n=len(passages))]
         return _dedupe(reordered + ranked)
 

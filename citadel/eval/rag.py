@@ -293,6 +293,9 @@ class ItemResult:
     stage: str | None = None  # by-stage runs: where an answerable item's evidence was lost, or "answered"
     signals: dict[str, float] | None = None  # the gate's signals (fitting the calibrated gate)
     evidence_ranked: bool = False  # the expected section was among the passages the gate judged
+    reply: str = ""  # the reply's outcome: answered | not_confirmed | refused
+    offered: bool = False  # the expected section is cited, asserted or as the closest evidence
+    confirmation: dict | None = None  # what the confirmation read (citadel/answer/confirm.py)
 
     @property
     def passed(self) -> bool:
@@ -380,6 +383,12 @@ def evaluate_item(runtime, item: RagItem, sections: _SectionTexts, by_stage: boo
             result.facts_found = not refused and contains_facts(str(_get(response, "answer") or ""),
                                                                 item.expected_answer)
 
+    from citadel.answer.service import outcome_of
+
+    result.reply = str(_get(response, "outcome", None) or outcome_of(refused, reason))
+    result.confirmation = _get(response, "confirmation")
+    if item.answerable:
+        result.offered = not result.forbidden and any(is_evidence(c, item) for c in cited)
     if not refused:
         texts = [sections.text(c["chunk_id"]) for c in cited if c["chunk_id"]]
         claims = answer_sentences(str(_get(response, "answer") or ""))
@@ -397,7 +406,7 @@ def evaluate_item(runtime, item: RagItem, sections: _SectionTexts, by_stage: boo
 
 
 # ------------------------------------------------------------------------------ where answers get lost
-STAGES = ("route", "retrieval", "fusion", "rerank", "gate", "expansion", "generation", "validator")
+STAGES = ("route", "retrieval", "fusion", "rerank", "gate", "confirm", "expansion", "generation", "validator")
 STAGE_DEPTH = 50  # "retrieval": either leg's top this many
 FUSED_DEPTH = 8  # "fusion": the fused, capped list's top this many (before rerank)
 
@@ -423,7 +432,9 @@ def lost_at(runtime, principal, item: RagItem, response: Any, result: ItemResult
     for stage, passages in checks:
         if not any(is_evidence(p, item) for p in passages):
             return stage
-    if response.gate is None or not response.gate.passed:
+    if result.reply == "not_confirmed":
+        return "confirm"  # the topic was found (the gate let it on), the asked fact not
+    if result.reply != "answered":
         return "gate"
     for stage, passages in (("expansion", trace.sources), ("generation", trace.drafted)):
         if not any(is_evidence(p, item) for p in passages):
@@ -494,6 +505,23 @@ def _ratio(numerator: float, denominator: float, empty: float = 1.0) -> float:
     return round(numerator / denominator, 4) if denominator else empty
 
 
+def honest_middle(results: Sequence[ItemResult]) -> dict[str, Any]:
+    """The three outcomes' figures (issue 26): answerable items asserted with the expected section
+    cited; the expected facts present among asserted answers; unanswerable items not asserted; and the
+    expected section offered at all (asserted or as the closest evidence of a not-confirmed reply)."""
+    answerable = [r for r in results if r.item.answerable]
+    asserted = [r for r in answerable if r.reply == "answered"]
+    with_facts = [r for r in asserted if r.item.expected_answer]
+    unanswerable = [r for r in results if not r.item.answerable]
+    outcomes = {name: sum(r.reply == name for r in results) for name in ("answered", "not_confirmed", "refused")}
+    return {"asserted_with_section_cited": _ratio(sum(r.cited_correctly and r.reply == "answered" for r in answerable),
+                                                  len(answerable)),
+            "fact_in_asserted": _ratio(sum(bool(r.facts_found) for r in with_facts), len(with_facts)),
+            "unanswerable_not_asserted": _ratio(sum(r.reply != "answered" for r in unanswerable), len(unanswerable)),
+            "section_offered": _ratio(sum(r.offered for r in answerable), len(answerable)),
+            "outcomes": outcomes}
+
+
 def summarise(results: Sequence[ItemResult], seconds: float | None = None) -> dict[str, Any]:
     answerable = [r for r in results if r.item.answerable]
     expected_refusals = [r for r in results if not r.item.answerable]
@@ -532,6 +560,7 @@ def summarise(results: Sequence[ItemResult], seconds: float | None = None) -> di
         "failures": [r.failure() for r in results if not r.passed],
         # Answered items whose text lacks an expected fact, whether or not their citation was right.
         "answer_misses": [r.item.id for r in with_facts if r.facts_found is False],
+        **honest_middle(results),
     }
     if seconds is not None:
         report["seconds"] = round(seconds, 1)

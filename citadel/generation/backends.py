@@ -194,19 +194,67 @@ def messages_for(question: str, sources: Sequence[Source], prompt: AssembledProm
     return prompt.messages() if prompt is not None else build_messages(question, sources)
 
 
+# With the reader: a sentence holding a value of the asked slot ranks ahead of one this much likelier
+# that holds none, and a further sentence is quoted when the reader finds it at least FOLLOWUP_SHARE
+# as likely as the best one (and at least FOLLOWUP_MIN).
+SLOT_BONUS = 0.25
+FOLLOWUP_SHARE = 0.6
+FOLLOWUP_MIN = 0.5
+
+
+def reader_evidence(reader, question: str, sources: Sequence[Source],
+                    max_sentences: int = DEFAULT_MAX_SENTENCES) -> list[Evidence]:
+    """The sentences the reader scores highest, per line of the question (an agentic run's task: the
+    question, then each part of its checklist, gets its own best quote); list items and table rows
+    come with the sentence that introduces them. Falls back to the word cover when the reader finds
+    no sentence to read."""
+    from citadel.answer.slots import asked_slot
+    from citadel.reader.quote import scored_sentences
+
+    candidates = candidate_sentences(sources)
+    by_place = {(c.source_number, c.position): c for c in candidates}
+    lines = [line for line in question.splitlines() if line.strip()] or [question]
+    chosen: list[Evidence] = []
+    for index, line in enumerate(lines):
+        slot = asked_slot(line)
+        ranked = sorted(scored_sentences(reader, line, slot, sources),
+                        key=lambda s: (-(s.probability + SLOT_BONUS * s.holds_slot), s.source_number, s.position))
+        ranked = [s for s in ranked if by_place.get((s.source_number, s.position)) not in chosen]
+        if not ranked:
+            continue
+        best, picked = ranked[0], [ranked[0]]
+        room = max_sentences if index == 0 else 1
+        for sentence in ranked[1:]:
+            if len(picked) >= room:
+                break
+            if sentence.probability >= max(FOLLOWUP_MIN, FOLLOWUP_SHARE * best.probability):
+                picked.append(sentence)
+        if index > 0 and best.probability < FOLLOWUP_MIN:
+            continue  # a later part the sources do not answer gets no quote (the run names it missing)
+        chosen = with_list_items([*chosen, *(by_place[(s.source_number, s.position)] for s in picked
+                                             if (s.source_number, s.position) in by_place)], candidates)
+    return chosen or select_evidence(question, sources, max_sentences)
+
+
 class ExtractiveGenerator(Generator):
-    """Quotes the source sentences that best cover the question, each with its [n] marker (it has
+    """Quotes the source sentences that best answer the question, each with its [n] marker: the ones
+    the reader scores highest when it has one, else the best cover of the question's words (it has
     no tokenizer: `count_tokens` is the inherited approximation)."""
 
-    model_id = "citadel/extractive-v1"
-
-    def __init__(self, max_sentences: int = DEFAULT_MAX_SENTENCES):
+    def __init__(self, max_sentences: int = DEFAULT_MAX_SENTENCES, reader=None):
         self.max_sentences = max_sentences
+        self.reader = reader
+        self.model_id = "citadel/extractive-v1" if reader is None else "citadel/extractive-reader-v1"
 
     def generate(self, question: str, sources: Sequence[Source], prompt: AssembledPrompt | None = None) -> str:
         """Quotes from the sources (those the prompt kept, when there is one); the conversation and
         notes are never a source, so they are not read."""
         kept = prompt.sources if prompt is not None else sources
+        if self.reader is not None:
+            try:
+                return " ".join(e.quoted() for e in reader_evidence(self.reader, question, kept, self.max_sentences))
+            except Exception:  # the reader failed: the word cover still quotes the sources
+                pass
         return " ".join(e.quoted() for e in select_evidence(question, kept, self.max_sentences))
 
 
@@ -372,11 +420,12 @@ class OpenAICompatibleGenerator(Generator):
             raise GeneratorError(f"unexpected response from {self.url}", code="generator_failed") from error
 
 
-def make_generator(config) -> Generator:
-    """The generator named by an AnswerConfig (the root CitadelConfig is accepted too)."""
+def make_generator(config, reader=None) -> Generator:
+    """The generator named by an AnswerConfig (the root CitadelConfig is accepted too); `reader`: the
+    process's reader, which the extractive generator quotes by."""
     config = getattr(config, "answer", config)
     if config.generator == "extractive":
-        return ExtractiveGenerator(config.extractive_max_sentences)
+        return ExtractiveGenerator(config.extractive_max_sentences, reader)
     if config.generator == "local_llm":
         return LocalLLMGenerator(config.max_new_tokens)
     if config.generator == "openai_compatible":

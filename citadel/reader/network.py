@@ -126,7 +126,7 @@ def read_artefact(directory: Path | None = None) -> Artefact:
 def load_network(artefact: Artefact, base_dir: Path | None = None) -> ReaderNetwork:
     """The trained network: the base, verified by sha256, with the artefact's weights over it."""
     import torch
-    from safetensors import SafetensorsError
+    from safetensors import SafetensorError
     from safetensors.torch import load_file
 
     base_dir = Path(base_dir or base_model_dir())
@@ -139,7 +139,7 @@ def load_network(artefact: Artefact, base_dir: Path | None = None) -> ReaderNetw
     tokenizer, encoder, head = build(base_dir)
     try:
         state = load_file(str(artefact.weights))
-    except (SafetensorsError, OSError, ValueError) as error:
+    except (SafetensorError, OSError, ValueError) as error:
         raise ReaderError(f"reader weights corrupt: {artefact.weights} ({error})", code="reader_artefact_corrupt") from error
     head_state = {k[len(HEAD_PREFIX):]: v.float() for k, v in state.items() if k.startswith(HEAD_PREFIX)}
     layer_state = {k: v.float() for k, v in state.items() if not k.startswith(HEAD_PREFIX)}

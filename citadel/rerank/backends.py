@@ -143,12 +143,17 @@ class LLMJudgeReranker:
         return ranked_by_scores(passages, self.scores(query, passages), top_n)
 
 
-def make_reranker(config) -> Reranker:
+def make_reranker(config, reader=None) -> Reranker:
     """The reranker named by an AnswerConfig (the root CitadelConfig is accepted too); `none` is
-    NoRerank, which says it is disabled."""
+    NoRerank, which says it is disabled. `reader`: the one reader this process shares (reranker: reader)."""
     config = getattr(config, "answer", config)
     if config.reranker == "none":
         return NoRerank()
+    if config.reranker == "reader":
+        from citadel.reader.factory import make_reader
+        from citadel.reader.rerank import ReaderReranker
+
+        return ReaderReranker(reader or make_reader(config), config.reader_fusion_weight, config.reader_candidates)
     if config.reranker == "cross_encoder":
         if config.cross_encoder_dir is None:
             raise ValueError("answer.reranker is cross_encoder but answer.cross_encoder_dir is not set")

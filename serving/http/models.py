@@ -152,6 +152,10 @@ class RetrieveResponse(BaseModel):
 class AnswerResponse(BaseModel):
     request_id: str
     answer: str
+    outcome: Literal["answered", "not_confirmed", "refused"] = Field(
+        ..., description="answered: an asserted, cited answer | not_confirmed: the topic was found but not the "
+                         "asked fact; nothing is asserted and `citations` holds the closest sections | refused: "
+                         "nothing on topic (`reason` says why). Both of the last two have `refused: true`.")
     refused: bool
     reason: Optional[str]
     degraded: list[str]

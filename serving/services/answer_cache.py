@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import logging
 
+from citadel.answer.service import outcome_of
 from citadel.catalog.base import Catalog
 from citadel.config import CitadelConfig
 from citadel.resilience.breaker import BreakerOpen
@@ -53,13 +54,15 @@ class AnswerCacheView:
             if current is None or current.version != citation["version"]:
                 self.metrics.cache.labels("stale").inc()
                 return None
+        if "outcome" not in cached:  # written before answers carried their outcome
+            cached = {**cached, "outcome": outcome_of(cached["refused"], cached["reason"])}
         return cached
 
     def put(self, key: str, tenant_id: str, body: dict, degraded: list[str]) -> None:
         if not self.enabled:
             return
         documents = {c["document_id"] for c in body["citations"]}
-        value = {k: body[k] for k in ("answer", "refused", "reason", "citations")}
+        value = {k: body[k] for k in ("answer", "outcome", "refused", "reason", "citations")}
         try:
             self._guard.call(self.state.cache.put, key, value, tenant_id, documents)
         except CACHE_FAILURES:

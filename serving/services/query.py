@@ -12,7 +12,7 @@ import time
 from collections.abc import Callable
 
 from citadel.agent.checks import single_shot_verdict
-from citadel.answer.service import AnswerService
+from citadel.answer.service import AnswerService, outcome_of
 from citadel.config import CitadelConfig
 from citadel.errors import BudgetExhausted
 from citadel.guardrails.router import SENSITIVE_DATA
@@ -124,9 +124,10 @@ class QueryService:
         if verdict.action == HOLD:
             return {**held_body(verdict.task, verdict.task.context.get("message", "")), "request_id": request_id}
         if verdict.action == CLOSED:
+            reason = f"review_{verdict.task.status}"
             return {"request_id": request_id, "answer": f"The answer was held for a review ({verdict.task.reason}). "
-                    f"{verdict.closed_message}", "refused": True, "reason": f"review_{verdict.task.status}",
-                    "degraded": [], "citations": [], "cached": False}
+                    f"{verdict.closed_message}", "outcome": outcome_of(True, reason), "refused": True,
+                    "reason": reason, "degraded": [], "citations": [], "cached": False}
         return None
 
     def _cache_hit(self, cached: dict, principal: Principal, question: str, request_id: str, degraded: list[str],

@@ -20,8 +20,9 @@ from citadel.catalog.base import Catalog
 from citadel.config import CitadelConfig
 from citadel.errors import InvalidRequest, NotFound, PayloadTooLarge
 from citadel.agent.memory import ConversationMemory
+from citadel.agent.orchestrator import record_outcome, run_outcome
 from citadel.state.conversations import Conversation, ConversationStore
-from citadel.state.runs import FINISHED, TERMINAL_EVENTS, Run, RunEvent, RunStatus, RunStore
+from citadel.state.runs import FINISHED, TERMINAL_EVENTS, EventType, Run, RunEvent, RunStatus, RunStore
 from serving.services.access import Caller
 from serving.services.metrics import ApiMetrics
 
@@ -81,11 +82,12 @@ class RunsService:
 
     # ------------------------------------------------------------------ runs
     def run(self, caller: Caller, run_id: str) -> dict:
-        """Status, path, stop reason and the recorded steps (without their results' bodies)."""
+        """Status, path, stop reason, the outcome of its answer (null before it answers) and the
+        recorded steps (without their results' bodies)."""
         run = self._own_run(caller, run_id)
         steps = self.runs.steps(run_id)
-        return {**_public_run(run), "steps": [{"id": step_id, "status": record.get("status", "done")}
-                                               for step_id, record in steps.items()]}
+        return {**_public_run(run), "outcome": run_outcome(steps),
+                "steps": [{"id": step_id, "status": record.get("status", "done")} for step_id, record in steps.items()]}
 
     def events(self, caller: Caller, run_id: str, after_seq: int = 0) -> list[dict]:
         self._own_run(caller, run_id)
@@ -191,6 +193,8 @@ def _public_run(run: Run) -> dict:
 
 def _public_event(event: RunEvent) -> dict:
     data = {k: v for k, v in event.data.items() if k not in INTERNAL_EVENT_FIELDS}
+    if event.type == EventType.FINAL and "outcome" not in data:  # recorded before answers carried one
+        data["outcome"] = record_outcome(data)
     return {"seq": event.seq, "type": str(event.type), "data": data}
 
 

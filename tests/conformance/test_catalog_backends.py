@@ -389,7 +389,7 @@ def test_the_wiring_builds_the_configured_backend(postgres_database, tmp_path):
     from citadel.config import load_config
     from citadel.wiring import Wiring
 
-    default = Wiring(load_config(environ={"CITADEL_HOME": str(tmp_path)}))
+    default = Wiring(load_config(environ={"CITADEL_ANSWER__CONFIRM": "false", "CITADEL_HOME": str(tmp_path)}))
     assert isinstance(default.raw_catalog, SQLiteCatalog), "SQLite stays the default"
     default.raw_catalog.close()
     shared = Wiring(load_config(environ={

@@ -56,7 +56,7 @@ def make_home(root: Path, **environ: str) -> Home:
     from citadel.embedding.factory import make_embedder
     from citadel.ingest.sources import AclSpec, discover
 
-    config = load_config(environ={"CITADEL_HOME": str(root), "CITADEL_EMBEDDING__BACKEND": "hash",
+    config = load_config(environ={"CITADEL_ANSWER__CONFIRM": "false", "CITADEL_HOME": str(root), "CITADEL_EMBEDDING__BACKEND": "hash",
                                   "CITADEL_SERVING__METRICS_TOKENS_SHA256": f'["{METRICS_TOKEN_SHA256}"]',
                                   # no deliberately wrong approvals unless a test plants them itself
                                   "CITADEL_TOOLS__HONEYPOT_RATE": "0", **environ})

@@ -9,6 +9,7 @@ import time
 import pytest
 from fastapi.testclient import TestClient
 
+from citadel.answer.service import OUTCOMES
 from tests.integration.conftest import Home, make_home
 
 
@@ -41,6 +42,9 @@ def test_healthz_and_openapi(client):
     assert client.get("/healthz").json()["status"] == "ok"
     spec = client.get("/openapi.json").json()
     assert {"/v1/retrieve", "/v1/answer", "/healthz"} <= set(spec["paths"])
+    answer = spec["components"]["schemas"]["AnswerResponse"]
+    assert "outcome" in answer["required"]
+    assert answer["properties"]["outcome"]["enum"] == list(OUTCOMES)
 
 
 def test_retrieve_returns_passages_with_sources(client, home):
@@ -101,9 +105,10 @@ def test_answer_cites_then_serves_from_cache(client, home):
     assert first.status_code == 200, first.text
     body = first.json()
     assert not body["refused"] and body["citations"] and body["cached"] is False
+    assert body["outcome"] == "answered" and body["reason"] is None
     again = client.post("/v1/answer", json={"question": "what is the hotel limit per night in london"},
                         headers=home.headers(user="bob")).json()
-    assert again["cached"] is True and again["answer"] == body["answer"]
+    assert again["cached"] is True and again["answer"] == body["answer"] and again["outcome"] == "answered"
 
 
 def test_cache_not_shared_across_acl_signatures_and_revocation_invalidates(client, home):
@@ -233,6 +238,7 @@ def test_empty_and_one_word_questions_get_a_clarifying_question(client, home):
         assert response.status_code == 200, (question, response.text)
         body = response.json()
         assert body["refused"] and body["reason"] == "needs_clarification", (question, body)
+        assert body["outcome"] == "refused", body
         assert body["citations"] == [] and "person" in body["answer"]
 
 

@@ -31,7 +31,7 @@ def _approval(external_id: str = "run_1:step-2", **overrides) -> dict:
 @pytest.fixture
 def home(tmp_path) -> Home:
     """A bare Citadel home: one relaying service credential (two tenants) and its signing key."""
-    config = load_config(environ={"CITADEL_HOME": str(tmp_path / "home")})
+    config = load_config(environ={"CITADEL_ANSWER__CONFIRM": "false", "CITADEL_HOME": str(tmp_path / "home")})
     token = add_credential(config.credentials_path, TOOLS, ["northwind", "contoso"])
     home = Home(config, token, admin_token="")
     home.user_context(**SALES)  # creates the service's signing key before any server reads the key file
@@ -243,7 +243,7 @@ def test_citadel_up_starts_the_example_crm_when_configured_and_down_stops_it(tmp
     from citadel.config import load_config
     from serving.ray.launcher import _start_example_crm, down
 
-    config = load_config(environ={"CITADEL_HOME": str(tmp_path / "home"), "CITADEL_TOOLS__EXAMPLE_CRM": "true"})
+    config = load_config(environ={"CITADEL_ANSWER__CONFIRM": "false", "CITADEL_HOME": str(tmp_path / "home"), "CITADEL_TOOLS__EXAMPLE_CRM": "true"})
     url = _start_example_crm(config)
     assert url.startswith("http://127.0.0.1:") and httpx.get(f"{url}/healthz").status_code == 200
     pid = int((tmp_path / "home" / "run" / "crm.pid").read_text())

@@ -17,7 +17,7 @@ def client_with_another_model(home):
     from serving.http.api import create_api
     from serving.services.compose import build_services
 
-    config = load_config(environ={"CITADEL_HOME": str(home.config.home), "CITADEL_EMBEDDING__BACKEND": "hash",
+    config = load_config(environ={"CITADEL_ANSWER__CONFIRM": "false", "CITADEL_HOME": str(home.config.home), "CITADEL_EMBEDDING__BACKEND": "hash",
                                   "CITADEL_EMBEDDING__DIM": "128"})  # Acme was embedded at 384 dimensions
     app = create_api()
     app.state.services = build_services(config)

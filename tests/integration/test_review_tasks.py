@@ -72,6 +72,7 @@ def test_an_undated_conflict_holds_the_answer_until_the_owner_fixes_the_dates(de
     answered = ask(client, home)
     assert answered.status_code == 200, answered.text
     assert not answered.json()["refused"] and "55" in answered.json()["answer"]
+    assert answered.json()["outcome"] == "answered"
 
 
 def test_a_correction_that_fixes_nothing_opens_the_next_round_and_a_rejection_closes_it(deployment):
@@ -87,6 +88,7 @@ def test_a_correction_that_fixes_nothing_opens_the_next_round_and_a_rejection_cl
     closed = ask(client, home)
     assert closed.status_code == 200
     assert closed.json()["refused"] and closed.json()["reason"] == "review_rejected"
+    assert closed.json()["outcome"] == "refused"
     assert "Ask Finance directly." in closed.json()["answer"] and closed.json()["citations"] == []
 
 
@@ -149,3 +151,6 @@ def test_a_run_on_the_single_shot_path_is_held_too_and_asks_again_when_corrected
     [final] = [e["data"] for e in client.get(f"/v1/runs/{run_id}/events", headers=json_events).json()
                if e["type"] == "final"]
     assert final["refused"] and final["reason"] == "review_rejected" and "2025 memo" in final["answer"]
+    assert final["outcome"] == "refused"
+    run = client.get(f"/v1/runs/{run_id}", headers=home.headers(**STAFF)).json()
+    assert run["outcome"] == "refused"

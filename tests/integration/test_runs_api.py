@@ -54,9 +54,11 @@ def test_a_message_starts_a_run_whose_events_end_in_one_final(client, home):
     assert len(finals) == 1 and events[-1] is finals[0]
     single_shot = client.post("/v1/answer", json={"question": QUESTION}, headers=home.headers()).json()
     assert finals[0]["data"]["answer"] == single_shot["answer"] and finals[0]["data"]["citations"]
+    assert finals[0]["data"]["outcome"] == single_shot["outcome"] == "answered"
     assert all("key" not in e["data"] for e in events)  # the orchestrator's bookkeeping stays inside
     run = client.get(f"/v1/runs/{run_id}", headers=home.headers()).json()
     assert run["status"] == "succeeded" and run["path"] in ("single_shot", "agentic") and run["steps"]
+    assert run["outcome"] == "answered"
 
 
 def test_replay_after_a_seq_gives_every_later_event_once_over_sse(client, home):
@@ -68,6 +70,27 @@ def test_replay_after_a_seq_gives_every_later_event_once_over_sse(client, home):
     assert _sse(replay.text) == events[cut:]
     resumed = client.get(f"/v1/runs/{run_id}/events", headers={**home.headers(), "last-event-id": str(cut)})
     assert _sse(resumed.text) == events[cut:]
+
+
+def test_the_final_event_over_sse_carries_the_outcome(client, home):
+    _, run_id, _ = _run_to_the_end(client, home, content="Can I bring my dog to the kayak offsite?")
+    [final] = [e for e in _sse(client.get(f"/v1/runs/{run_id}/events", headers=home.headers()).text)
+               if e["type"] == "final"]
+    assert final["data"]["refused"] and final["data"]["outcome"] == "refused", final
+    assert client.get(f"/v1/runs/{run_id}", headers=home.headers()).json()["outcome"] == "refused"
+
+
+def test_a_final_event_recorded_before_answers_carried_an_outcome_gets_one_derived():
+    from citadel.state.runs import EventType, RunEvent
+    from serving.services.runs import _public_event
+
+    old = {"key": "final", "answer": "The documents I can see don't state it. The closest is: '…' [1]",
+           "refused": True, "reason": "not_confirmed", "citations": [{"document_id": "travel"}]}
+    public = _public_event(RunEvent("r", 9, EventType.FINAL, old, 0.0))
+    assert public["data"]["outcome"] == "not_confirmed" and "key" not in public["data"]
+    assert "outcome" not in old  # the stored event is left as it was
+    progress = _public_event(RunEvent("r", 1, EventType.PROGRESS, {"key": "route", "stage": "route"}, 0.0))
+    assert "outcome" not in progress["data"]
 
 
 def test_another_users_conversation_and_run_are_404(client, home):

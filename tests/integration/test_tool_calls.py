@@ -69,7 +69,7 @@ class DiesOnceAfterTheCall:
 
 @pytest.fixture
 def crm(tmp_path):
-    config = load_config(environ={"CITADEL_HOME": str(tmp_path / "home"), "CITADEL_EMBEDDING__BACKEND": "hash",
+    config = load_config(environ={"CITADEL_ANSWER__CONFIRM": "false", "CITADEL_HOME": str(tmp_path / "home"), "CITADEL_EMBEDDING__BACKEND": "hash",
                                   "CITADEL_TOOLS__REGISTRY_FILE": str(REPO / "examples" / "crm" / "tools.yaml"),
                                   "CITADEL_TOOLS__AUDIT_SEED": "7", "CITADEL_TOOLS__HONEYPOT_RATE": "0"})
     tool_caller(config, [ALL_TENANTS])  # the tools' credential exists before the CRM reads the home
@@ -108,6 +108,7 @@ def test_a_run_reads_and_writes_the_crm_as_its_user(crm):
     runtime, records = crm
     run, store = drive(runtime, [READ, NOTE])
     assert run.status == RunStatus.SUCCEEDED
+    assert final_of(store)["outcome"] == "answered" and not final_of(store)["refused"]  # a run that only acted
     actions = {a["step_id"]: a for a in final_of(store)["actions"]}
     assert actions["s1"]["status"] == "ok" and actions["s1"]["result"]["annual_revenue"] == 740_000
     note = actions["s2"]["result"]
@@ -236,7 +237,7 @@ def test_an_invalid_tool_response_is_held_for_review_and_a_correction_runs_the_c
         "required: [account_id, name, annual_revenue, customer_since]",
         "required: [account_id, name, annual_revenue, customer_since, credit_limit]")
     (tmp_path / "tools.yaml").write_text(registry)
-    config = load_config(environ={"CITADEL_HOME": str(tmp_path / "home"), "CITADEL_EMBEDDING__BACKEND": "hash",
+    config = load_config(environ={"CITADEL_ANSWER__CONFIRM": "false", "CITADEL_HOME": str(tmp_path / "home"), "CITADEL_EMBEDDING__BACKEND": "hash",
                                   "CITADEL_TOOLS__REGISTRY_FILE": str(tmp_path / "tools.yaml"),
                                   "CITADEL_TOOLS__HONEYPOT_RATE": "0", "CITADEL_TOOLS__REVIEW_GROUP": "crm-admins"})
     tool_caller(config, [ALL_TENANTS])

@@ -67,7 +67,7 @@ def test_split_app_has_an_orchestrator_deployment_and_fused_does_not(tmp_path):
 
     from serving.ray.app import build_app_for
 
-    config = load_config(environ={"CITADEL_HOME": str(tmp_path)})
+    config = load_config(environ={"CITADEL_ANSWER__CONFIRM": "false", "CITADEL_HOME": str(tmp_path)})
     for topology, ingress, has_orchestrator in (("split", "gateway", True), ("fused", "fused", False)):
         config.serving.topology = topology
         built = build_app(build_app_for(config), name="citadel")

@@ -64,7 +64,7 @@ def pdf_report(tmp_path_factory):
     from citadel.config import load_config
 
     home = tmp_path_factory.mktemp("pdf-home")
-    config = load_config(environ={"CITADEL_HOME": str(home), "CITADEL_EMBEDDING__BACKEND": "minilm",
+    config = load_config(environ={"CITADEL_ANSWER__CONFIRM": "false", "CITADEL_HOME": str(home), "CITADEL_EMBEDDING__BACKEND": "minilm",
                                   "CITADEL_ANSWER__GENERATOR": "extractive"})
     runtime = Wiring(config=config)
     try:

@@ -35,7 +35,8 @@ MODULES = [
     "citadel.guardrails.pii", "citadel.guardrails.topics", "citadel.parsing.markdown", "citadel.parsing.text",
     "citadel.parsing.pdf", "citadel.chunking", "citadel.ingest.sources", "citadel.index.bm25", "citadel.embedding.fake",
     "citadel.answer.conflicts", "citadel.answer.expand", "citadel.generation.backends", "citadel.answer.prompt",
-    "citadel.answer.text", "citadel.answer.validator", "citadel.answer.glossary", "citadel.eval.rag",
+    "citadel.answer.text", "citadel.answer.validator", "citadel.answer.glossary", "citadel.answer.slots",
+    "citadel.eval.rag",
     "citadel.eval.squad", "citadel.agent.plan", "citadel.agent.planner",
     "citadel.agent.memory",
 ]

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from citadel.agent.orchestrator import Orchestrator, token_pieces
+from citadel.agent.orchestrator import Orchestrator, run_outcome, token_pieces
 from citadel.agent.plan import parse_plan
 from citadel.agent.planner import OpenAICompatiblePlanner, RulesPlanner
 from citadel.agent.tools import ToolStepExecutor
@@ -216,6 +216,8 @@ def test_a_simple_question_takes_the_single_shot_path_with_the_same_answer(agent
     assert run.status == RunStatus.SUCCEEDED and run.path == "single_shot" and run.stop_reason is None
     assert final["answer"] == expected.answer and "contracting officer" in final["answer"]
     assert final["citations"] == expected.citations and final["path"] == "single_shot"
+    assert final["outcome"] == expected.outcome == "answered" and not final["refused"]
+    assert harness.store.steps(run_id)["answer"]["outcome"] == "answered" == run_outcome(harness.store.steps(run_id))
     assert streamed_answer(harness) == final["answer"]
     citations = [e.data for e in harness.events() if e.type == EventType.CITATION]
     assert [c["document_id"] for c in citations] == [c["document_id"] for c in final["citations"]]
@@ -228,8 +230,36 @@ def test_a_refused_question_is_answered_by_the_single_shot_path(agent):
     run = harness.orchestrator().drive(harness.start("Can I bring my dog to the kayak offsite?"), "a")
     final = harness.final()
     assert run.status == RunStatus.SUCCEEDED and final["refused"] and final["reason"] == "low_coverage"
+    assert final["outcome"] == "refused" == run_outcome(harness.store.steps("run-1"))
     assert final["missing"]  # the gate's missing terms
     assert_clean_log(harness)
+
+
+@pytest.mark.parametrize("refused, reason, outcome", [
+    (False, None, "answered"), (True, "not_confirmed", "not_confirmed"), (True, "low_coverage", "refused")])
+def test_an_answer_recorded_before_answers_carried_an_outcome_is_delivered_with_one(agent, refused, reason, outcome):
+    """A run resumed after its answer was recorded by an older driver (no "outcome" in the record):
+    the final event derives it from refused and reason."""
+    harness = agent()
+    run_id = harness.start("What is the lodging per diem in Denver?")
+    citation = {"chunk_id": "travel:3", "document_id": "travel", "title": "Travel policy", "version": 1,
+                "heading": "Per diem", "page": None, "source": "travel.md"}
+    harness.store.record_step(run_id, "route", {"path": "single_shot"})
+    harness.store.record_step(run_id, "answer", {"answer": "…", "refused": refused, "reason": reason,
+                                                 "citations": [citation], "conflicts": [], "degraded": [],
+                                                 "missing": [], "tokens": 0})
+    assert run_outcome(harness.store.steps(run_id)) == outcome
+    harness.orchestrator().drive(run_id, "a")
+    final = harness.final()
+    assert final["outcome"] == outcome and final["refused"] is refused and final["reason"] == reason
+    assert final["citations"] == [citation]
+    assert_clean_log(harness)
+
+
+def test_a_run_has_no_outcome_before_it_answers(agent):
+    harness = agent()
+    run_id = harness.start("Who approves travel for contractors?")
+    assert run_outcome(harness.store.steps(run_id)) is None
 
 
 def test_unknown_and_finished_runs(agent):
@@ -385,6 +415,7 @@ def test_cancellation_is_checked_between_steps(agent):
     final = harness.final()
     assert run.status == RunStatus.CANCELLED and final["stop_reason"] == "cancelled" and final["steps"] == 1
     assert final["answer"] == "" and final["refused"] and KAYAK_PART in final["missing"]
+    assert final["outcome"] == "refused"
     assert_clean_log(harness)
 
 

@@ -19,6 +19,7 @@ from citadel.generation.base import Generator
 from citadel.guardrails.base import RouteDecision
 from citadel.answer.text import content_terms, decompound, sentence_pieces, spell_out_shorthand, stem
 from citadel.answer.prompt import build_messages, escape_fences
+from citadel.answer.service import outcome_of
 from citadel.answer.validator import AnswerValidator, renumber_markers
 from citadel.catalog.base import DocumentRecord
 from citadel.ingest.sources import AclSpec, discover
@@ -591,7 +592,8 @@ def test_json_shape_is_exact(answer_runtime):
     runtime = answer_runtime()
     for question in ("Who approves travel for contractors?", "Can I bring my dog to the kayak offsite?"):
         payload = runtime.answer_service.ask(STAFF, question).to_dict()
-        assert list(payload) == ["request_id", "answer", "refused", "reason", "degraded", "citations"]
+        assert list(payload) == ["request_id", "answer", "outcome", "refused", "reason", "degraded", "citations"]
+        assert payload["outcome"] == outcome_of(payload["refused"], payload["reason"])
         for citation in payload["citations"]:
             assert list(citation) == ["chunk_id", "document_id", "title", "version", "heading", "page", "source"]
         json.dumps(payload)
@@ -612,6 +614,8 @@ def test_cli_ask_json(answer_runtime, monkeypatch):
     assert result.exit_code == 0, result.output
     payload = json.loads(result.stdout)
     assert payload["citations"][0]["document_id"] == "travel" and not payload["refused"]
+    assert payload["outcome"] == "answered"
     text = CliRunner().invoke(app, ["ask", "--tenant", "t", "--user", "u1", "--groups", "staff",
                                     "Who approves travel for contractors?"])
     assert text.exit_code == 0 and "contracting officer" in text.stdout and "Travel policy" in text.stdout
+    assert text.stdout.startswith("answered: ")

@@ -167,7 +167,7 @@ def test_stages_without_ray_build_the_in_process_segment(make_runtime, tmp_path)
     local = make_runtime()
     acl = AclSpec.from_groups(["staff"])
     local.ingestor().ingest("t", discover([docs]), acl)
-    config = load_config(environ={"CITADEL_HOME": str(tmp_path / "staged"), "CITADEL_EMBEDDING__BACKEND": "hash"})
+    config = load_config(environ={"CITADEL_ANSWER__CONFIRM": "false", "CITADEL_HOME": str(tmp_path / "staged"), "CITADEL_EMBEDDING__BACKEND": "hash"})
 
     outcomes = _run_stages(config, records_from_paths("t", [docs]), acl, tmp_path / "staging").to_pylist()
     assert [(o["document_id"], o["status"], o["code"]) for o in outcomes] == [
@@ -187,7 +187,7 @@ def test_embed_stage_marks_only_the_failing_document(tmp_path):
     docs.mkdir()
     (docs / "leave.md").write_text(GOOD)
     (docs / "poison.md").write_text("# Poison\n\n## Section\n\nPOISON text.\n")
-    config = load_config(environ={"CITADEL_HOME": str(tmp_path / "home"), "CITADEL_EMBEDDING__BACKEND": "hash"})
+    config = load_config(environ={"CITADEL_ANSWER__CONFIRM": "false", "CITADEL_HOME": str(tmp_path / "home"), "CITADEL_EMBEDDING__BACKEND": "hash"})
     stage = EmbedStage(config.embedding, "float16", torch_threads=1)
     stage._embedder = _PoisonEmbedder()
     outcomes = _run_stages(config, records_from_paths("t", [docs]), AclSpec.from_groups(["s"]), tmp_path / "st",
