@@ -53,6 +53,15 @@ class Confirmation:
                 "subject_share": max((s.subject_share for s in slotted), default=0.0),
                 "open_slot": float(self.slot.kind == "open")}
 
+    def sentence_rows(self, sources: Sequence[Source]) -> list[dict]:
+        """Each scored sentence with its source's document and heading (evaluation: the trade-off
+        curve over operating points is computed from these without answering again)."""
+        by_number = {s.number: s.passage for s in sources}
+        return [{"source": s.source_number, "document_id": by_number[s.source_number].document_id,
+                 "heading": by_number[s.source_number].heading, "probability": round(s.probability, 4),
+                 "holds_slot": s.holds_slot, "subject_share": round(s.subject_share, 4), "text": s.text}
+                for s in self.sentences if s.source_number in by_number]
+
     def to_dict(self) -> dict:
         return {"slot": self.slot.kind, "confirmed": self.confirmed,
                 "features": {k: round(v, 4) for k, v in self.features().items()},

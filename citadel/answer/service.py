@@ -336,7 +336,10 @@ class AnswerService:
             trace.sources = [s.passage for s in sources]
             response = self._not_confirmed(request_id, question, sources, confirmation, passages, degraded, decision,
                                            trace)
-        response.confirmation = log_extra.get("confirm")
+        if confirmation is not None:
+            response.confirmation = {**confirmation.to_dict(), "sentences": confirmation.sentence_rows(sources),
+                                     "sources": [{"number": s.number, "document_id": s.passage.document_id,
+                                                  "heading": s.passage.heading} for s in sources]}
         return response
 
     def _not_confirmed(self, request_id: str, question: str, sources: Sequence[Source],

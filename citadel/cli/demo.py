@@ -237,7 +237,7 @@ def run_demo() -> None:
     config = load_config()
     config.home = DEMO_HOME.resolve()
     config.serving.port = _free_port()
-    # The example CRM (examples/crm) and its tools, for the approval in step 12.
+    # The example CRM (examples/crm) and its tools, for the approval in step 14.
     config.tools.example_crm = True
     config.tools.registry_file = EXAMPLES / "crm" / "tools.yaml"
     ingest_examples(Wiring(config=config))
@@ -278,12 +278,18 @@ def _tour(api: ApiClient) -> None:
     cross = _show(api, "7. Scoped to Acme: Northwind's documents cannot be seen", staff,
                   "Northwind standard discount 12% annual contracts regional sales director")
     _expect(all(not p["chunk_id"].startswith("northwind:") for p in cross), "cross-tenant leak")
-    _answer(api, "8. A cited answer", staff, "What is the hotel limit per night in London?")
-    refusal = _answer(api, "9. The documents are silent: an honest refusal", staff,
+    answered = _answer(api, "8. A cited answer: the asked fact is confirmed", staff,
+                       "What is the hotel limit per night in London?")
+    _expect(answered["outcome"] == "answered", f"expected an asserted answer: {answered['outcome']}")
+    unconfirmed = _answer(api, "9. The topic is found, the asked fact is not: nothing asserted, the closest evidence",
+                          staff, "How much is the daily allowance for taxis on business trips?")
+    _expect(unconfirmed["outcome"] in (NOT_CONFIRMED, "refused") and unconfirmed["refused"],
+            "expected no assertion for a fact the documents do not state")
+    refusal = _answer(api, "10. Nothing on topic: an honest refusal", staff,
                       "What is the parental leave policy for contractors in Brazil?")
     _expect(refusal["refused"], "expected a refusal for a question the documents do not answer")
     api.set_acl("northwind", "margin-model", ["board"])
-    revoked = _show(api, "10. Margin model revoked from Finance through the admin API: gone at once", finance, margin)
+    revoked = _show(api, "11. Margin model revoked from Finance through the admin API: gone at once", finance, margin)
     _expect(all(p["document_id"] != "margin-model" for p in revoked), "revoked document still served")
     _running_example(api, sales)
 
@@ -291,7 +297,7 @@ def _tour(api: ApiClient) -> None:
 def _running_example(api: ApiClient, sales: User) -> None:
     """The agentic path (DESIGN.md §10): a question that needs the policy, the account and the agreement."""
     question = "Acme renews next month. Are they eligible for the multi-year discount?"
-    final = _run(api, "11. An agentic run: the rule's criteria checked against the account and the agreement",
+    final = _run(api, "12. An agentic run: the rule's criteria checked against the account and the agreement",
                  sales, question)
     sections = {c["heading"].rsplit(" > ", 1)[-1] for c in final["citations"]}
     _expect(final["path"] == "agentic" and {"3.2 Eligibility", "3.3 Discount"} <= sections,
@@ -331,7 +337,7 @@ def _approval(api: ApiClient, sales: User) -> None:
     _expect(action["status"] == "ok" and action["result"]["approval_id"] in final["answer"],
             f"the answer does not name the CRM's approval: {final['answer']}")
     lines += ["", final["answer"]]
-    console.print(Panel("\n".join(lines), title="12. An action with a person's approval: the CRM holds one record, "
+    console.print(Panel("\n".join(lines), title="14. An action with a person's approval: the CRM holds one record, "
                                                   "the answer names it"))
 
 

@@ -7,17 +7,26 @@ deployment with a model server configures it once. `fake` is the deterministic w
 
 from __future__ import annotations
 
+import functools
+from pathlib import Path
+
 from citadel.reader.base import Reader
+
+
+@functools.lru_cache(maxsize=4)
+def trained_reader(artefact_dir: Path | None, runtime: str, threads: int | None) -> Reader:
+    """One trained reader per artefact and runtime per process: every Wiring of a process (a replica,
+    a test session) shares the loaded weights instead of loading its own."""
+    from citadel.reader.trained import TrainedReader
+
+    return TrainedReader(artefact_dir=artefact_dir, runtime=runtime, threads=threads)
 
 
 def make_reader(config) -> Reader:
     """The reader named by `config.reader` (an AnswerConfig; the root CitadelConfig is accepted too)."""
     config = getattr(config, "answer", config)
     if config.reader == "trained":
-        from citadel.reader.trained import TrainedReader
-
-        return TrainedReader(artefact_dir=config.reader_artefact, runtime=config.reader_runtime,
-                             threads=getattr(config, "reader_threads", None))
+        return trained_reader(config.reader_artefact, config.reader_runtime, getattr(config, "reader_threads", None))
     if config.reader == "openai_compatible":
         from citadel.reader.judge import OpenAICompatibleReader
 

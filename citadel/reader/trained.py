@@ -58,14 +58,18 @@ class TrainedReader:
         return scores
 
     def _logits(self, questions: list[str], texts: list[str]) -> np.ndarray:
-        inputs = self._network.encode(questions, texts, self.max_length)
-        if self._session is not None:
-            feed = {name: inputs[name].numpy().astype(np.int64) for name in ("input_ids", "attention_mask", "token_type_ids")}
-            return np.asarray(self._session.run(["logits"], feed)[0], dtype=np.float32).reshape(-1)
-        import torch
+        # One forward pass at a time per replica: a fast tokenizer is not safe to share across threads,
+        # and two passes would only split the same cores.
+        with self._lock:
+            inputs = self._network.encode(questions, texts, self.max_length)
+            if self._session is not None:
+                feed = {name: inputs[name].numpy().astype(np.int64)
+                        for name in ("input_ids", "attention_mask", "token_type_ids")}
+                return np.asarray(self._session.run(["logits"], feed)[0], dtype=np.float32).reshape(-1)
+            import torch
 
-        with self._lock, torch.inference_mode():
-            return self._network.logits(dict(inputs)).float().numpy().reshape(-1)
+            with torch.inference_mode():
+                return self._network.logits(dict(inputs)).float().numpy().reshape(-1)
 
     # ------------------------------------------------------------------ ONNX int8
     def _onnx_session(self, threads: int | None):

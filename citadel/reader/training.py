@@ -212,7 +212,7 @@ def train(network, pairs: Sequence[Pair], settings: TrainSettings, progress: Pro
             torch.nn.utils.clip_grad_norm_(layer_params + list(head.parameters()), 1.0)
             optimizer.step()
             scheduler.step()
-            losses.append(float(loss))
+            losses.append(float(loss.detach()))
             step += 1
             if progress:
                 progress("train", step, total)
