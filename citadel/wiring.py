@@ -265,10 +265,13 @@ class Wiring:
     def agent_tools(self):
         """The tools a run's steps may call: `search`, through this wiring's retriever, and the tools of
         `tools.registry_file`, each called over its HTTP binding as the run's user, under the policy
-        engine (pauses from `pause_switch`, a seeded T1 audit sample)."""
+        engine (pauses from `pause_switch`, a seeded T1 audit sample). With `answer.reranker: reader`,
+        a search reranks with this wiring's reranker, as the single-shot path does."""
         from citadel.agent.tools import SearchTool, ToolRegistry
 
-        search = SearchTool(self.retriever, self.config.answer.rerank_top_n)
+        answer = self.config.answer
+        reranker = self.reranker if answer.reranker == "reader" else None
+        search = SearchTool(self.retriever, answer.rerank_top_n, reranker, answer.reader_candidates)
         tools = self.config.tools
         if tools.registry_file is None:
             return ToolRegistry([search])

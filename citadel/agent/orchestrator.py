@@ -12,6 +12,12 @@ the answer service's expander, generator and validator (`AnswerService.compose_f
 citation events, then `final` (authoritative: the validated answer, its citations, the conflicts,
 the stop reason and what is missing).
 
+With a reader (`answer.confirm`), a part of the checklist counts as found only when its asked fact is
+confirmed (citadel/agent/parts.py), as the single-shot path confirms an answer: the answer asserts the
+confirmed parts, names each other part with its closest evidence quoted and cited, and the run's
+outcome is "answered" (some part confirmed), "not_confirmed" (on-topic evidence, no part confirmed)
+or "refused" (nothing on topic).
+
 Five stopping rules, checked between steps: the step cap, the run's token/cost budget, the deadline,
 no new evidence in `no_new_evidence_rounds` rounds, and a repeated identical call (same tool, same
 arguments). Cancellation is checked at the same points. A stopped run still answers with what it
@@ -36,7 +42,7 @@ import dataclasses
 import logging
 import math
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -47,6 +53,8 @@ from citadel.agent.evidence import (UNIFORM_IDF, EvidenceSet, distinct_parts, ev
                                     passage_record,
                                     on_topic, passage_tokens, predecessor_ids, resolution_note, resolved_conflicts,
                                     skip_reflection, superseded_documents)
+from citadel.agent.parts import (OFFER, PartCheck, asked_text, check_part, in_context, on_topic_parts,
+                                 part_passages, unconfirmed_note)
 from citadel.agent.plan import MAX_PLAN_STEPS, Plan, PlanInvalid, Reflection, Step, check_steps
 from citadel.agent.planner import SEARCH, PlanContext, Planner, RulesPlanner
 from citadel.agent.checks import answer_check, single_shot_verdict
@@ -54,7 +62,8 @@ from citadel.agent.tools import (ApprovalRequired, StepContext, StepExecutor, To
                                  ToolStepExecutor)
 from citadel.answer.gate import term_idf
 from citadel.answer.prompt import PromptItem
-from citadel.answer.service import outcome_of
+from citadel.answer.confirm import ConfirmSettings
+from citadel.answer.service import NOT_CONFIRMED, REFUSAL_REPLIES, outcome_of
 from citadel.answer.text import content_terms
 from citadel.chunking import count_tokens
 from citadel.config import AgentConfig
@@ -69,7 +78,7 @@ from citadel.tools.spec import RiskTier
 from citadel.tools.reviews import (CLOSED, GO, HOLD, MAX_REVIEW_ROUNDS, FailedCheck, ReviewPolicy, ReviewReason, Verdict,
                                    held_body, latest_review, request_review, settle)
 from citadel.tracing import emit_span
-from citadel.types import Passage, Principal
+from citadel.types import Degradation, Passage, Principal
 
 log = logging.getLogger(__name__)
 
@@ -94,6 +103,8 @@ MAX_TOKEN_EVENTS = 512
 # Events read per page when loading the keys already in the log.
 EVENT_PAGE = 1_000
 FINISH, CONTINUE, SEARCH_NEXT, REPLAN = "finish", "continue", "search", "replan"
+# A run with evidence but nothing on topic is refused with this reason (the single-shot gate's).
+LOW_COVERAGE = "low_coverage"
 # The checklist lines added to the synthesis task, in characters: with the longest message allowed,
 # the task stays inside its prompt allowance (agent.prompt_allowances["task"]).
 MAX_TASK_LINES_CHARS = 1_500
@@ -663,12 +674,23 @@ class Orchestrator:
             conflicts = resolved_conflicts(evidence.passages, evidence.records, evidence.today)
             ruled_out = superseded_documents(conflicts)
             passages = [p for p in evidence.passages if p.document_id not in ruled_out]
+            checks, degraded = self._part_checks(state, evidence, passages)
+            contexts = in_context(state.run.question, [c.part for c in checks or ()])
+            confirmed = [contexts[c.part] for c in checks or () if c.confirmed]
+            if checks and passages and not confirmed:  # nothing to assert (a part a tool did is no check)
+                return self._finish_answer(state, evidence, stop, self._unconfirmed_record(
+                    state, evidence, checks, degraded, passages), passages, conflicts, [], 0)
+            # Only what is confirmed is asked of the generator: it asserts nothing of the other parts.
+            partial = checks is not None and len(confirmed) < len(checks)
+            question = asked_text(confirmed) if partial else state.run.question
+            left_out = [c.part for c in checks or () if not c.confirmed]
             conversation, notes = self._context(state)
-            response = self.answers.compose_from(state.principal, state.run.question, passages, state.run_id,
-                                                 task=synthesis_task(state, evidence), conversation=conversation,
-                                                 notes=notes)
+            response = self.answers.compose_from(state.principal, question, passages, state.run_id,
+                                                 task=synthesis_task(state, evidence, question, left_out),
+                                                 conversation=conversation, notes=notes)
             tokens = count_tokens(state.run.question) + passage_tokens(passages) + count_tokens(response.answer)
-            record = answer_record(response, self._missing(state, evidence), tokens)
+            record = answer_record(response, self._missing(state, evidence, checks), tokens)
+            record["degraded"] += [d for d in degraded if d not in record["degraded"]]
             record["prompt"] = response.trace.prompt if response.trace is not None else None
             # A resolution is reported where the answer rests on the version that won it.
             cited = {c["document_id"] for c in record["citations"]}
@@ -677,18 +699,55 @@ class Orchestrator:
             if resolved and not response.refused:
                 record["answer"] = " ".join([record["answer"], *(c["note"] for c in resolved if c["note"])])
             if record["missing"] and not response.refused:  # a partial answer says what it lacks
-                record["answer"] = f"{record['answer']} {missing_note(record['missing'])}"
-            verdict = self._answer_verdict(state, evidence, passages, conflicts, record, response.invalid_markers)
-            if verdict.action == HOLD:
-                return self._review_pending(state, verdict.task)
-            if verdict.action == CLOSED:
-                record = closed_record(record, verdict)
-            if actions_of(state):
-                record["answer"] = f"{record['answer']} {actions_note(state)}"
-            record["conflicts"] = [*record["conflicts"], *resolved]
-            record = self._record(state, "answer", record)
+                if checks is None:
+                    note = missing_note(record["missing"])
+                else:  # each part not confirmed with its closest evidence, cited after the answer's own
+                    record["citations"] = list(record["citations"])
+                    note = unconfirmed_note(named(checks, record["missing"]), record["citations"],
+                                            [c.ask for c in evidence.unsettled()])
+                record["answer"] = f"{record['answer']} {note}"
+            return self._finish_answer(state, evidence, stop, record, passages, conflicts, resolved,
+                                       response.invalid_markers)
         self._deliver(state, record, stop, AGENTIC)
         return None
+
+    def _finish_answer(self, state: RunState, evidence: EvidenceSet, stop: str | None, record: dict[str, Any],
+                       passages: list[Passage], conflicts: list[dict[str, Any]], resolved: list[dict[str, Any]],
+                       invalid_markers: int) -> str | None:
+        """The synthesised answer's checks, what the run did, then the record and its delivery."""
+        verdict = self._answer_verdict(state, evidence, passages, conflicts, record, invalid_markers)
+        if verdict.action == HOLD:
+            return self._review_pending(state, verdict.task)
+        if verdict.action == CLOSED:
+            record = closed_record(record, verdict)
+        if actions_of(state):
+            record["answer"] = f"{record['answer']} {actions_note(state)}"
+        record["conflicts"] = [*record["conflicts"], *resolved]
+        record = self._record(state, "answer", record)
+        self._deliver(state, record, stop, AGENTIC)
+        return None
+
+    def _unconfirmed_record(self, state: RunState, evidence: EvidenceSet, checks: list[PartCheck],
+                            degraded: list[str], passages: list[Passage]) -> dict[str, Any]:
+        """No part confirmed: with on-topic evidence the reply asserts nothing, names each part with
+        its closest evidence (cited) and offers a person (not_confirmed); with none it is refused."""
+        missing = self._missing(state, evidence, checks)
+        settings = getattr(self.answers, "confirm_settings", None) or ConfirmSettings()
+        parts = [c.part for c in checks] or [state.run.question]
+        citations: list[dict] = []
+        closest = [c for c in checks if c.closest]
+        # On topic: a part's closest sentence names enough of its subject, or a passage holds enough of
+        # its words (IDF-weighted) — the single-shot path's `topic_coverage`, without its vector signal.
+        if on_topic_parts(checks, settings.topic_coverage) or (
+                closest and on_topic(parts, passages, evidence.idf, settings.topic_coverage)):
+            note = unconfirmed_note(named(checks, missing), citations, [c.ask for c in evidence.unsettled()])
+            answer, reason = f"{note} {OFFER}", NOT_CONFIRMED
+        else:
+            answer, reason = REFUSAL_REPLIES[LOW_COVERAGE], LOW_COVERAGE
+        tokens = count_tokens(state.run.question) + passage_tokens(passages) + count_tokens(answer)
+        return {"answer": answer, "outcome": outcome_of(True, reason), "refused": True, "reason": reason,
+                "citations": citations, "conflicts": [], "degraded": list(degraded), "missing": missing,
+                "tokens": tokens}
 
     def _refreshed(self, state: RunState) -> list[tuple[Step, dict[str, Any]]]:
         """After a reviewer corrected the sources of a held answer, the run's searches made again,
@@ -761,15 +820,56 @@ class Orchestrator:
         except NotFound:
             return
 
-    def _missing(self, state: RunState, evidence: EvidenceSet) -> list[str]:
-        """The checklist parts (of the first plan), and the asks of steps that failed or never ran,
-        that no evidence passage covers."""
+    @staticmethod
+    def _parts(state: RunState) -> list[str]:
+        """The checklist parts (of the first plan), then the asks of steps that failed or never ran."""
         first = state.plans[0].done_when if state.plans else ()
         checklist = list(first) or [state.run.question]
         unanswered = [s.ask for s, r in state.step_records() if r.get("status") != "ok"]
         unanswered += [s.ask for s in state.pending()]
-        parts = list(dict.fromkeys(checklist + unanswered))
-        return distinct_parts(evidence.uncovered(parts)) + [c.ask for c in evidence.unsettled()]
+        return list(dict.fromkeys(checklist + unanswered))
+
+    def _missing(self, state: RunState, evidence: EvidenceSet, checks: list[PartCheck] | None = None) -> list[str]:
+        """The parts (`_parts`) not found, then the criteria no passage settles. With a reader a part
+        is found only when its asked fact is confirmed (`checks`, else confirmed now over the
+        evidence); without one, when some evidence passage covers it (the lexical rule)."""
+        if checks is None:
+            checks, _ = self._part_checks(state, evidence, list(evidence.passages))
+        if checks is None:
+            missing = evidence.uncovered(self._parts(state))
+        else:
+            missing = [c.part for c in checks if not c.confirmed]
+        return distinct_parts(missing) + [c.ask for c in evidence.unsettled()]
+
+    def _part_checks(self, state: RunState, evidence: EvidenceSet,
+                     passages: list[Passage]) -> tuple[list[PartCheck] | None, list[str]]:
+        """(each part confirmed or not, with its closest evidence; what degraded): None without a
+        reader (the answer service's, so a run and a single-shot answer confirm alike). Only passages
+        the user can still read are read; a reader that fails confirms nothing (`reader_skipped`)."""
+        reader = getattr(self.answers, "reader", None)
+        if reader is None:
+            return None, []
+        settings = getattr(self.answers, "confirm_settings", None) or ConfirmSettings()
+        parts = [p for p in self._parts(state) if p not in evidence.acted]
+        live = self.answers.catalog.readable_documents(state.principal)
+        passages = [p for p in passages if (doc := live.get(p.document_id)) is not None and doc.version == p.version]
+        partition = self.answers.partitions.get(state.principal.tenant_id)
+        searches = [(step.ask.lower(), [p["chunk_id"] for p in record.get("passages", [])])
+                    for step, record in state.step_records() if step.tool == SEARCH and record.get("status") == "ok"]
+        contexts = in_context(state.run.question, parts)
+        checks, degraded = [], []
+        for part in parts:
+            asked = contexts[part]  # its own searches: the part's, and those of the situation it asks of
+            own = [ids for ask, ids in searches if ask and ask in asked.lower()]
+            chosen = part_passages(asked, passages, evidence.idf, own)
+            sources = self.answers.expander.expand(chosen, partition) if chosen else []
+            try:
+                checks.append(check_part(reader, part, sources, settings, asked))
+            except Exception:  # nothing can be confirmed, so nothing is asserted (as on the single-shot path)
+                log.warning("run %s: the reader failed; part not confirmed", state.run_id, exc_info=True)
+                checks.append(PartCheck(part, False, None, sources[0] if sources else None))
+                degraded = [str(Degradation.READER_SKIPPED)]
+        return checks, degraded
 
     def _cancelled_answer(self, state: RunState, missing: list[str]) -> dict[str, Any]:
         return self._record(state, "answer", {"answer": "", "outcome": outcome_of(True, CANCELLED), "refused": True,
@@ -880,18 +980,26 @@ def closed_record(record: dict[str, Any], verdict: Verdict) -> dict[str, Any]:
             "outcome": outcome_of(True, reason), "refused": True, "reason": reason, "citations": [], "conflicts": []}
 
 
+def named(checks: Sequence[PartCheck], missing: Sequence[str]) -> list[PartCheck]:
+    """The checks of the parts the answer names as missing (a part another one repeats is not)."""
+    return [c for c in checks if c.part in set(missing)]
+
+
 def missing_note(missing: list[str]) -> str:
     """The sentence a partial answer ends with, naming what the documents did not confirm."""
     return "The documents found could not confirm: " + "; ".join(missing) + "."
 
 
-def synthesis_task(state: RunState, evidence: EvidenceSet) -> str:
+def synthesis_task(state: RunState, evidence: EvidenceSet, question: str | None = None,
+                   left_out: Sequence[str] = ()) -> str:
     """What the answer must cover beyond the question, one line each: the first plan's checklist,
     what the case asks to be eligible for (so the rule's grant is quoted), each criterion as the
     rule states it, then each as a fact about the case (so the quote for it is the fact, the rule's
-    own wording being quoted already)."""
-    question_terms = set(content_terms(state.run.question))
-    lines = [*(state.plans[0].done_when if state.plans else ()), case_object(state.run.question) or "",
+    own wording being quoted already). `question`: what synthesis answers (the run's question, or
+    only its confirmed parts); `left_out`: parts not confirmed, which the answer must not assert."""
+    question_terms = set(content_terms(question or state.run.question))
+    checklist = [p for p in (state.plans[0].done_when if state.plans else ()) if p not in left_out]
+    lines = [*checklist, case_object(state.run.question) or "",
              *(f"{c.criterion}: {c.requirement}" for c in evidence.checks), *(c.ask for c in evidence.checks)]
     kept, size = [], 0
     for line in dict.fromkeys(lines):

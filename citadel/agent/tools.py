@@ -9,6 +9,10 @@ says can add a tool or call one: tools come from the registry, calls from the pl
 
 A step's call carries `request_id` = "<run_id>:<step_id>": derived from run and step, so a step
 repeated after a crash would present the same key to a system that deduplicates.
+
+With a reranker (the reader, `answer.reranker: reader`), a search reranks as the single-shot path
+does: it retrieves the reranker's candidate depth and keeps the top_k it ranks first, so a run's
+evidence for each part is what the reader reads best, not what fusion happened to put first.
 """
 
 from __future__ import annotations
@@ -25,11 +29,15 @@ from citadel.retrieval.retriever import PassageRetriever
 from citadel.tools.intents import IntentMatcher, RequestedAction
 from citadel.tools.policy import Action, Decision, PolicyEngine
 from citadel.tools.spec import RiskTier, ToolSpec
-from citadel.types import Principal
+from citadel.types import Degradation, Principal
 
 SEARCH = "search"
 DEFAULT_SEARCH_TOP_K = 8
 MAX_SEARCH_TOP_K = 20
+# With a reranker, a search retrieves this many fused candidates for it to read (at most the cap: a
+# step reads what one single-shot answer reads, never more).
+DEFAULT_RERANK_CANDIDATES = 30
+MAX_RERANK_CANDIDATES = 50
 
 
 class ToolRefused(CitadelError):
@@ -83,9 +91,14 @@ class SearchTool:
     name = SEARCH
     tier = RiskTier.T0
 
-    def __init__(self, retriever: PassageRetriever, top_k: int = DEFAULT_SEARCH_TOP_K):
+    def __init__(self, retriever: PassageRetriever, top_k: int = DEFAULT_SEARCH_TOP_K, reranker=None,
+                 candidates: int = DEFAULT_RERANK_CANDIDATES):
+        """`reranker`: reorders the fused candidates (None, or one that is not `enabled`: the fused
+        order stands); `candidates`: how many it reads, bounded by MAX_RERANK_CANDIDATES."""
         self.retriever = retriever
         self.top_k = max(1, min(top_k, MAX_SEARCH_TOP_K))
+        self.reranker = reranker if reranker is not None and getattr(reranker, "enabled", True) else None
+        self.candidates = max(1, min(candidates, MAX_RERANK_CANDIDATES))
 
     def arguments(self, ask: str, args: Mapping[str, Any]) -> dict[str, Any]:
         unknown = sorted(set(args) - {"query", "top_k"})
@@ -100,9 +113,16 @@ class SearchTool:
         return {"query": " ".join(query.split()), "top_k": top_k}
 
     def run(self, principal: Principal, arguments: Mapping[str, Any], request_id: str) -> dict[str, Any]:
-        result = self.retriever.retrieve(principal, arguments["query"], top_k=arguments["top_k"],
-                                         request_id=request_id)
-        return {"passages": [passage_record(p) for p in result.passages], "degraded": list(result.degraded)}
+        top_k = arguments["top_k"]
+        depth = top_k if self.reranker is None else max(top_k, self.candidates)
+        result = self.retriever.retrieve(principal, arguments["query"], top_k=depth, request_id=request_id)
+        passages, degraded = list(result.passages), [str(d) for d in result.degraded]
+        if self.reranker is not None and passages:
+            try:
+                passages = self.reranker.rerank(arguments["query"], passages, top_k)
+            except Exception:  # fail open, visibly: the fused order stands, as on the single-shot path
+                degraded.append(str(Degradation.RERANK_SKIPPED))
+        return {"passages": [passage_record(p) for p in passages[:top_k]], "degraded": degraded}
 
 
 def target_checks_permission(principal: Principal, spec: ToolSpec) -> bool:
