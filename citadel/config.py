@@ -149,7 +149,7 @@ class AnswerConfig(_Section):
         "by meaning) means the topic was found, so the reply is not_confirmed rather than a bare refusal."
     )
     topic_vector: float = Field(
-        0.25, ge=0.0, le=1.0, description="Confirm: ... and the question is at least this close to it in embedding."
+        0.3, ge=0.0, le=1.0, description="Confirm: ... or the question is at least this close to one in embedding."
     )
     cross_encoder_dir: Optional[Path] = Field(
         None, description="Local directory of a sentence-transformers CrossEncoder (no hub access)."

@@ -685,9 +685,10 @@ class Orchestrator:
             question = asked_text(confirmed) if partial else state.run.question
             left_out = [c.part for c in checks or () if not c.confirmed]
             conversation, notes = self._context(state)
-            response = self.answers.compose_from(state.principal, question, passages, state.run_id,
+            response = self.answers.compose_from(state.principal, state.run.question, passages, state.run_id,
                                                  task=synthesis_task(state, evidence, question, left_out),
-                                                 conversation=conversation, notes=notes)
+                                                 conversation=conversation, notes=notes,
+                                                 asked=question if partial else None)
             tokens = count_tokens(state.run.question) + passage_tokens(passages) + count_tokens(response.answer)
             record = answer_record(response, self._missing(state, evidence, checks), tokens)
             record["degraded"] += [d for d in degraded if d not in record["degraded"]]

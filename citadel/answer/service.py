@@ -303,16 +303,19 @@ class AnswerService:
         return self._finish(principal, question, response, timer, log_extra, correlation_id)
 
     def _on_topic(self, decision: GateDecision) -> bool:
-        """Whether retrieval found the topic at all: the gate passed, or its signals say a top passage
-        covers enough of the question (looser than answering: nothing is asserted from it unconfirmed)."""
+        """Whether retrieval found the topic at all: the gate passed, or a top passage covers enough of
+        the question's words, or is close enough in meaning (looser than answering on purpose: nothing
+        unconfirmed is asserted, and a question in the user's own words shares few words with the
+        section that answers it)."""
         if decision.passed:
             return True
         signals = decision.signals
         if signals is None:
             return False
         settings = self.confirm_settings
-        return max(signals.lexical, signals.semantic) >= settings.topic_coverage and (
-            decision.vector_score is None or decision.vector_score >= settings.topic_vector)
+        if max(signals.lexical, signals.semantic) >= settings.topic_coverage:
+            return True
+        return decision.vector_score is not None and decision.vector_score >= settings.topic_vector
 
     def _confirmed_answer(self, principal: Principal, question: str, query: str, passages: list[Passage],
                           partition: Partition | None, request_id: str, degraded: list[str], timer: StageTimer,
@@ -363,7 +366,8 @@ class AnswerService:
 
     def compose_from(self, principal: Principal, question: str, passages: Sequence[Passage],
                      request_id: str | None = None, task: str | None = None,
-                     conversation: Sequence[PromptItem] = (), notes: Sequence[PromptItem] = ()) -> AnswerResponse:
+                     conversation: Sequence[PromptItem] = (), notes: Sequence[PromptItem] = (),
+                     asked: str | None = None) -> AnswerResponse:
         """Answer `question` from passages gathered elsewhere (an agentic run's evidence, in the order
         to number them) through the same expand → generate → validate → conflicts → compose stages
         and answer log as `ask`. No retrieval and no gate: a run answers with what it found, so only
@@ -372,7 +376,9 @@ class AnswerService:
         to cover, when more than the question (a run's question and its checklist, one per line).
         The generator gets the budgeted prompt (`PromptAssembler`): the conversation so far and the
         user's notes (already live-checked by the caller), the sources tagged with status and
-        effective date, the task last; what went in and what was cut is in `trace.prompt`."""
+        effective date, the task last; what went in and what was cut is in `trace.prompt`. `asked`: what
+        the generator is asked to answer when it is less than the question (a run's confirmed parts); the
+        answer log keeps the question."""
         request_id = request_id or uuid.uuid4().hex
         timer = StageTimer()
         with timer.stage("recheck"):
@@ -380,7 +386,7 @@ class AnswerService:
             passages = [p for p in passages
                         if (doc := live.get(p.document_id)) is not None and doc.version == p.version]
         partition = self.partitions.get(principal.tenant_id)
-        query = self.search_query(question, partition, self.settings.expand_acronyms)
+        query = self.search_query(asked or question, partition, self.settings.expand_acronyms)
         trace = AnswerTrace(query, candidates=list(passages), reranked=list(passages))
         if not passages:
             response = AnswerResponse(request_id, REFUSAL_REPLIES[NO_ELIGIBLE_SOURCE], True, NO_ELIGIBLE_SOURCE, [],

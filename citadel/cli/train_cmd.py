@@ -59,6 +59,8 @@ def reader(
     seed: int = typer.Option(13, "--seed"),
     max_pairs: Optional[int] = typer.Option(None, "--max-pairs", min=8, help="Cap the training pairs (a smoke run)."),
     no_paraphrase: bool = typer.Option(False, "--no-paraphrase", help="SQuAD only (no handbook corpora needed)."),
+    adapter: str = typer.Option("lora", "--adapter", help="lora (every layer, low rank) | top_layers (the top 2)."),
+    learning_rate: float = typer.Option(2e-4, "--learning-rate", help="Adapter or layer learning rate."),
 ) -> None:
     """Train the reader (DESIGN.md §6): SQuAD 2.0 by article plus the paraphrase dev split, the top
     layers of the packaged MiniLM and a head; writes reader.safetensors and its manifest."""
@@ -69,7 +71,10 @@ def reader(
     from citadel.reader import training
 
     data_dir = Path(data or rag_eval.SHARED_DATA)
-    settings = training.TrainSettings(seed=seed, epochs=epochs, max_pairs=max_pairs)
+    if adapter not in ("lora", "top_layers"):
+        raise typer.BadParameter("lora or top_layers", param_hint="--adapter")
+    settings = training.TrainSettings(seed=seed, epochs=epochs, max_pairs=max_pairs, adapter=adapter,
+                                      learning_rate=learning_rate)
     rng = random.Random(seed)
     train_articles, held_articles = training.split_articles(training.load_squad(data_dir), seed)
     pairs = training.squad_pairs(train_articles, rng)
@@ -86,7 +91,7 @@ def reader(
     if max_pairs is not None:
         held_pairs = held_pairs[:max_pairs]
     base_dir = net.base_model_dir()
-    network = net.ReaderNetwork(*net.build(base_dir))
+    network = net.ReaderNetwork(*net.build(base_dir, adapter))
     update, context = make_progress()
     with context:
         result = training.train(network, pairs, settings, progress=update)

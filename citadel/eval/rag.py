@@ -612,6 +612,7 @@ DETAIL = ("answer_accuracy", "refusal_reason_accuracy", "forbidden_citations", "
 
 def format_table(report: dict[str, Any]) -> str:
     lines = [f"{key:<24} {report[key]}" for key in (*HEADLINE, *DETAIL)]
+    lines += [f"{key:<28} {report[key]}" for key in (*HONEST_MIDDLE, "outcomes") if key in report]
     lines.append("")
     lines.append(f"{'category':<18} {'items':>5} {'passed':>6} {'rate':>6}")
     for name, entry in report["categories"].items():
@@ -688,21 +689,17 @@ def label_problems(items: Sequence[RagItem], sections: dict[str, dict[str, list[
 
 
 # ------------------------------------------------------------------------------ the paraphrase set's floors
-# Measured on its test split (issue 13, docs/benchmarks.md), not the issue's targets (0.85 and 0.9), which
-# no gate built from the CPU signals reaches: a regression guard, raised when the numbers rise.
-PARAPHRASE_FLOORS = {"answered_with_section_cited": 0.22, "unanswerable_refused_or_clarified": 0.5}
+# Measured on its test split with the reader and the confirmation at their defaults (issue 26,
+# docs/benchmarks.md): a regression guard, raised when the numbers rise. The issue's targets are
+# 0.85 / 0.5 / 0.7 / 0.85.
+HONEST_MIDDLE = ("unanswerable_not_asserted", "asserted_with_section_cited", "fact_in_asserted", "section_offered")
+PARAPHRASE_FLOORS = {"unanswerable_not_asserted": 0.85, "asserted_with_section_cited": 0.3,
+                     "fact_in_asserted": 0.5, "section_offered": 0.7}
 
 
 def paraphrase_scores(report: dict[str, Any]) -> dict[str, float]:
-    """From a by-stage report: the share of answerable items answered with the expected section cited,
-    and the share of unanswerable ones refused or clarified."""
-    answerable = report["answerable"]
-    cited = report["stages"]["lost_at"]["answered"]
-    outcomes = list(report["stages"]["unanswerable"].values())
-    unanswerable = sum(sum(c.values()) for c in outcomes)
-    declined = sum(c["clarify"] + c["refuse"] for c in outcomes)
-    return {"answered_with_section_cited": _ratio(cited, answerable),
-            "unanswerable_refused_or_clarified": _ratio(declined, unanswerable)}
+    """The three outcomes' figures of a report (`honest_middle`)."""
+    return {key: report[key] for key in HONEST_MIDDLE}
 
 
 def paraphrase_floor_failures(report: dict[str, Any]) -> list[str]:

@@ -19,6 +19,10 @@ from typing import Any
 from citadel.reader.base import ReaderError
 
 TRAINED_LAYERS = 2
+# The two ways of adapting the base the artefact may hold (its manifest's "adapter"): "lora", low-rank
+# adapters (peft) on every linear layer of the encoder, merged into the weights at load; or
+# "top_layers", the top TRAINED_LAYERS encoder layers themselves. Either way plus the linear head.
+LORA = {"r": 16, "lora_alpha": 32, "lora_dropout": 0.1, "target_modules": ["query", "key", "value", "dense"]}
 ARTEFACT_DIR = Path(__file__).resolve().parent / "artefact"
 WEIGHTS_FILE = "reader.safetensors"
 MANIFEST_FILE = "manifest.json"
@@ -49,14 +53,19 @@ def trained_prefixes(layers: int) -> tuple[str, ...]:
     return tuple(f"encoder.layer.{i}." for i in range(layers - TRAINED_LAYERS, layers))
 
 
-def build(base_dir: Path):
-    """(tokenizer, encoder, head) from the base directory, the head freshly initialised."""
+def build(base_dir: Path, adapter: str = "top_layers"):
+    """(tokenizer, encoder, head) from the base directory, the head freshly initialised; with
+    adapter "lora" the encoder is wrapped with fresh low-rank adapters (peft)."""
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     import torch
     from transformers import AutoModel, AutoTokenizer
 
     tokenizer = AutoTokenizer.from_pretrained(str(base_dir), local_files_only=True)
     encoder = AutoModel.from_pretrained(str(base_dir), local_files_only=True)
+    if adapter == "lora":
+        from peft import LoraConfig, get_peft_model
+
+        encoder = get_peft_model(encoder, LoraConfig(**LORA))
     head = torch.nn.Linear(encoder.config.hidden_size, 1)
     return tokenizer, encoder, head
 
@@ -77,11 +86,15 @@ class ReaderNetwork:
         return self.tokenizer(questions, texts, truncation="only_second", max_length=max_length,
                               padding=True, return_tensors="pt")
 
-    def trained_state(self) -> dict[str, Any]:
-        """What the artefact stores: the trained layers' and the head's weights, fp16."""
-        prefixes = trained_prefixes(self.encoder.config.num_hidden_layers)
-        state = {name: tensor.detach().half().contiguous() for name, tensor in self.encoder.state_dict().items()
-                 if name.startswith(prefixes)}
+    def trained_state(self, adapter: str = "top_layers") -> dict[str, Any]:
+        """What the artefact stores: the adapter's (or the trained layers') and the head's weights, fp16."""
+        if adapter == "lora":
+            state = {name: tensor.detach().half().contiguous() for name, tensor in self.encoder.state_dict().items()
+                     if "lora_" in name}
+        else:
+            prefixes = trained_prefixes(self.encoder.config.num_hidden_layers)
+            state = {name: tensor.detach().half().contiguous() for name, tensor in self.encoder.state_dict().items()
+                     if name.startswith(prefixes)}
         state.update({HEAD_PREFIX + name: t.detach().half().contiguous() for name, t in self.head.state_dict().items()})
         return state
 
@@ -136,14 +149,21 @@ def load_network(artefact: Artefact, base_dir: Path | None = None) -> ReaderNetw
         raise ReaderError(f"reader artefact {artefact.weights} was trained on base weights "
                           f"{artefact.manifest['base_sha256'][:12]}…, but {base_file} is {actual[:12]}…",
                           code="reader_base_mismatch")
-    tokenizer, encoder, head = build(base_dir)
+    adapter = str(artefact.manifest.get("adapter", "top_layers"))
+    if adapter not in ("lora", "top_layers"):
+        raise ReaderError(f"reader manifest {artefact.directory / MANIFEST_FILE} names an unknown adapter {adapter!r}",
+                          code="reader_artefact_corrupt")
+    tokenizer, encoder, head = build(base_dir, adapter)
     try:
         state = load_file(str(artefact.weights))
     except (SafetensorError, OSError, ValueError) as error:
         raise ReaderError(f"reader weights corrupt: {artefact.weights} ({error})", code="reader_artefact_corrupt") from error
     head_state = {k[len(HEAD_PREFIX):]: v.float() for k, v in state.items() if k.startswith(HEAD_PREFIX)}
     layer_state = {k: v.float() for k, v in state.items() if not k.startswith(HEAD_PREFIX)}
-    expected = {k for k in encoder.state_dict() if k.startswith(trained_prefixes(encoder.config.num_hidden_layers))}
+    if adapter == "lora":
+        expected = {k for k in encoder.state_dict() if "lora_" in k}
+    else:
+        expected = {k for k in encoder.state_dict() if k.startswith(trained_prefixes(encoder.config.num_hidden_layers))}
     if set(layer_state) != expected or set(head_state) != set(head.state_dict()):
         raise ReaderError(f"reader weights {artefact.weights} do not fit the base model's layers",
                           code="reader_artefact_corrupt")
@@ -152,6 +172,8 @@ def load_network(artefact: Artefact, base_dir: Path | None = None) -> ReaderNetw
         head.load_state_dict(head_state)
     except RuntimeError as error:
         raise ReaderError(f"reader weights {artefact.weights} do not fit: {error}", code="reader_artefact_corrupt") from error
+    if adapter == "lora":
+        encoder = encoder.merge_and_unload()  # plain BERT weights again: as fast as the base, exportable
     encoder.eval()
     head.eval()
     return ReaderNetwork(tokenizer, encoder, head)

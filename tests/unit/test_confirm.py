@@ -29,8 +29,9 @@ Travel is booked through the travel desk. The per diem for meals is $75 per day 
 
 Staff park in the north garage next to the main entrance. Visitors register their cars at the front desk.
 """
-# The hash embedder's cosines are overlaps, far below MiniLM's: the vector floors are lowered.
-ANSWER = {"min_vector_score": 0.0, "strong_vector_score": 0.9, "confirm": True, "reader": "fake", "topic_vector": 0.0}
+# The hash embedder's cosines are overlaps, far below MiniLM's: the gate's vector floor is lowered,
+# and the topic is judged by the words alone (no hash cosine reaches 1).
+ANSWER = {"min_vector_score": 0.0, "strong_vector_score": 0.9, "confirm": True, "reader": "fake", "topic_vector": 1.0}
 
 
 @pytest.fixture
