@@ -140,6 +140,9 @@ class AnswerConfig(_Section):
     confirm_min_probability: float = Field(
         0.5, ge=0.0, le=1.0, description="Confirm: the reader's probability the slot-holding sentence must reach."
     )
+    confirm_min_probability_gated: float = Field(
+        0.2, ge=0.0, le=1.0, description="Confirm: the reader's probability needed when the coverage gate passed too."
+    )
     confirm_min_subject_share: float = Field(
         0.5, ge=0.0, le=1.0, description="Confirm: share of the question's subject terms in that sentence, its "
         "heading and its document's title."

@@ -26,6 +26,9 @@ class ConfirmSettings:
 
     min_probability: float = 0.5  # the reader's probability of the slot-holding sentence
     min_subject_share: float = 0.5  # share of the subject's terms in the sentence, its heading and title
+    # When the coverage gate passed too (the passages hold the question's own words), the reader's
+    # probability needs only reach this: two independent signals agree.
+    min_probability_gated: float = 0.2
     # On topic (not_confirmed rather than a bare refusal) when a top passage covers this share of the
     # question's weighted terms (lexically or by meaning), or the question is this close to one in
     # embedding (MiniLM cosine; paraphrased questions that the dev split answers sit at 0.34-0.81).
@@ -34,8 +37,8 @@ class ConfirmSettings:
 
     @classmethod
     def from_config(cls, config) -> "ConfirmSettings":
-        return cls(config.confirm_min_probability, config.confirm_min_subject_share, config.topic_coverage,
-                   config.topic_vector)
+        return cls(config.confirm_min_probability, config.confirm_min_subject_share,
+                   config.confirm_min_probability_gated, config.topic_coverage, config.topic_vector)
 
 
 @dataclass
@@ -71,13 +74,16 @@ class Confirmation:
 
 
 def confirm(reader: Reader, question: str, sources: Sequence[Source],
-            settings: ConfirmSettings = ConfirmSettings()) -> Confirmation:
+            settings: ConfirmSettings = ConfirmSettings(), gate_passed: bool = False) -> Confirmation:
+    """`gate_passed`: the coverage gate found the question's words in the top passages, so a lower
+    reader probability suffices (ConfirmSettings.min_probability_gated)."""
     slot = asked_slot(question)
     sentences = scored_sentences(reader, question, slot, sources)
     if not sentences:
         return Confirmation(slot, False, None, sentences)
+    floor = min(settings.min_probability, settings.min_probability_gated) if gate_passed else settings.min_probability
     qualified = [s for s in sentences if s.holds_slot and s.subject_share >= settings.min_subject_share
-                 and s.probability >= settings.min_probability]
+                 and s.probability >= floor]
     if qualified:
         return Confirmation(slot, True, max(qualified, key=_strength), sentences)
     return Confirmation(slot, False, max(sentences, key=_strength), sentences)

@@ -326,7 +326,7 @@ class AnswerService:
             sources = self.expander.expand(passages, partition)
         with timer.stage("confirm"):
             try:
-                confirmation = confirm(self.reader, query, sources, self.confirm_settings)
+                confirmation = confirm(self.reader, query, sources, self.confirm_settings, decision.passed)
             except Exception:  # the reader failed: nothing can be confirmed, so nothing is asserted
                 degraded.append(Degradation.READER_SKIPPED)
                 confirmation = None

@@ -42,14 +42,14 @@ class Pair:
 @dataclass(frozen=True)
 class TrainSettings:
     seed: int = 13
-    epochs: int = 1
+    epochs: int = 2
     batch_size: int = 32
     learning_rate: float = 5e-5
     head_learning_rate: float = 1e-3
     max_length: int = 128
     max_pairs: int | None = None  # a cap for the smoke run
     warmup_share: float = 0.06
-    adapter: str = "lora"  # "lora" (every layer, low rank) or "top_layers" (network.py)
+    adapter: str = "top_layers"  # or "lora" (every layer, low rank; network.py)
 
     def to_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
