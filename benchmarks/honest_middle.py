@@ -91,11 +91,12 @@ def feature_aucs(records: list[dict]) -> dict:
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--split", default="dev")
+    parser.add_argument("--split", default="dev", help="dev | test | all (a set without splits)")
+    parser.add_argument("--set", default=str(rag.PARAPHRASE_SET), help="the labeled set (default: the paraphrase set)")
     parser.add_argument("--out")
     args = parser.parse_args()
     runtime = Wiring()
-    items = rag.load_set(rag.PARAPHRASE_SET, args.split)
+    items = rag.load_set(args.set, None if args.split == "all" else args.split)
     rag.build_tenants(runtime, rag.SHARED_DATA, rag.DEFAULT_OVERLAY)
     started = time.perf_counter()
     results = rag.evaluate_results(runtime, items, by_stage=True)

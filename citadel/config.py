@@ -137,11 +137,19 @@ class AnswerConfig(_Section):
         True, description="Assert an answer only when a top sentence holds the asked slot about its subject "
         "(citadel/answer/confirm.py); otherwise reply not_confirmed with the closest evidence. Needs the reader."
     )
+    reader_quotes: bool = Field(
+        True, description="With confirm: the extractive generator quotes the sentences the reader scores highest "
+        "(else the best cover of the question's words)."
+    )
     confirm_min_probability: float = Field(
         0.5, ge=0.0, le=1.0, description="Confirm: the reader's probability the slot-holding sentence must reach."
     )
     confirm_min_probability_gated: float = Field(
-        0.2, ge=0.0, le=1.0, description="Confirm: the reader's probability needed when the coverage gate passed too."
+        0.0, ge=0.0, le=1.0, description="Confirm: the reader's probability needed when the coverage gate passed too "
+        "(chosen on the paraphrase dev split and the regression set, docs/benchmarks.md issue 26)."
+    )
+    confirm_min_subject_share_gated: float = Field(
+        0.3, ge=0.0, le=1.0, description="Confirm: the subject share needed when the coverage gate passed too."
     )
     confirm_min_subject_share: float = Field(
         0.5, ge=0.0, le=1.0, description="Confirm: share of the question's subject terms in that sentence, its "

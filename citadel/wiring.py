@@ -185,7 +185,7 @@ class Wiring:
         if answer.secondary_generator is not None:
             secondary = make_generator(answer.model_copy(update={"generator": answer.secondary_generator}))
         primary = (self.stages.generator if self.stages.generator is not None
-                   else make_generator(answer, self.reader if answer.confirm else None))
+                   else make_generator(answer, self.reader if answer.confirm and answer.reader_quotes else None))
         return primary, secondary
 
     @cached_property

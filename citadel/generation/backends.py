@@ -216,6 +216,9 @@ def reader_evidence(reader, question: str, sources: Sequence[Source],
     lines = [line for line in question.splitlines() if line.strip()] or [question]
     chosen: list[Evidence] = []
     for index, line in enumerate(lines):
+        if index == 0:
+            chosen = _first_line_quotes(reader, line, sources, candidates, by_place, max_sentences)
+            continue
         slot = asked_slot(line)
         ranked = sorted(scored_sentences(reader, line, slot, sources),
                         key=lambda s: (-(s.probability + SLOT_BONUS * s.holds_slot), s.source_number, s.position))
@@ -234,6 +237,22 @@ def reader_evidence(reader, question: str, sources: Sequence[Source],
         chosen = with_list_items([*chosen, *(by_place[(s.source_number, s.position)] for s in picked
                                              if (s.source_number, s.position) in by_place)], candidates)
     return chosen or select_evidence(question, sources, max_sentences)
+
+
+def _first_line_quotes(reader, line: str, sources: Sequence[Source], candidates: Sequence[Evidence],
+                       by_place: dict, max_sentences: int) -> list[Evidence]:
+    """The question's own quotes: the sentence the reader scores highest (a value of the asked slot
+    counting for it), then the best cover of the question's words. Both, because on the paraphrase dev
+    split the reader's sentence held the asked fact more often (0.45 of asserted answers against 0.31)
+    while on the regression set the word cover cited the expected section more often (0.93 against 0.83)."""
+    from citadel.answer.slots import asked_slot
+    from citadel.reader.quote import scored_sentences
+
+    ranked = sorted(scored_sentences(reader, line, asked_slot(line), sources),
+                    key=lambda s: (-(s.probability + SLOT_BONUS * s.holds_slot), s.source_number, s.position))
+    best = [by_place[(s.source_number, s.position)] for s in ranked[:1] if (s.source_number, s.position) in by_place]
+    cover = select_evidence(line, sources, max_sentences)
+    return with_list_items(list(dict.fromkeys([*best, *cover])), candidates)
 
 
 class ExtractiveGenerator(Generator):
