@@ -104,6 +104,8 @@ def main() -> None:
     report = {"split": args.split, "items": len(records), "seconds": round(time.perf_counter() - started, 1),
               "reader": getattr(runtime.reader, "model_id", None), "reranker": runtime.reranker.model_id,
               **rag.honest_middle(results), "stages": rag.stage_table(results)["lost_at"],
+              "leaks": sum(len(r.leaks) for r in results), "errors": sum(r.error is not None for r in results),
+              "unsupported_claim_rate": rag.summarise(results)["unsupported_claim_rate"],
               "aucs": feature_aucs(records),
               "curve": [point(records, p, s) for p in PROBABILITIES for s in SHARES]}
     if args.out:

@@ -49,7 +49,7 @@ from typing import Any
 from citadel.agent.budget import RunBudget, TokenMeter
 from citadel.agent.criteria import case_object, criteria_checks, first_name
 from citadel.agent.memory import ConversationContext, ConversationMemory, source_refs
-from citadel.agent.evidence import (UNIFORM_IDF, EvidenceSet, distinct_parts, evidence_lines, passage_from_record,
+from citadel.agent.evidence import (UNIFORM_IDF, best_coverage, EvidenceSet, distinct_parts, evidence_lines, passage_from_record,
                                     passage_record,
                                     on_topic, passage_tokens, predecessor_ids, resolution_note, resolved_conflicts,
                                     skip_reflection, superseded_documents)
@@ -864,8 +864,12 @@ class Orchestrator:
             own = [ids for ask, ids in searches if ask and ask in asked.lower()]
             chosen = part_passages(asked, passages, evidence.idf, own)
             sources = self.answers.expander.expand(chosen, partition) if chosen else []
+            # The single-shot gate's word rule on the part's own passages: the part's words are there,
+            # so a slot-holding sentence naming enough of its subject confirms it (confirm.py).
+            covered = bool(chosen) and best_coverage(asked, chosen, evidence.idf or UNIFORM_IDF)[0] >= \
+                self.answers.gate.thresholds.min_coverage
             try:
-                checks.append(check_part(reader, part, sources, settings, asked))
+                checks.append(check_part(reader, part, sources, settings, asked, covered))
             except Exception:  # nothing can be confirmed, so nothing is asserted (as on the single-shot path)
                 log.warning("run %s: the reader failed; part not confirmed", state.run_id, exc_info=True)
                 checks.append(PartCheck(part, False, None, sources[0] if sources else None))

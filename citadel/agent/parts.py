@@ -106,13 +106,13 @@ def part_passages(part: str, passages: Sequence[Passage], idf: TermIdf | None, o
 
 
 def check_part(reader, part: str, sources: Sequence[Source], settings: ConfirmSettings,
-               asked: str | None = None) -> PartCheck:
+               asked: str | None = None, gate_passed: bool = False) -> PartCheck:
     """Confirm one part (as `asked`: the part in its context) from its passages expanded to numbered
     sections. A reader error propagates (the caller confirms nothing then, and cites the first
     section as the closest)."""
     if not sources:
         return PartCheck(part, False)
-    confirmation = confirm(reader, asked or part, sources, settings)
+    confirmation = confirm(reader, asked or part, sources, settings, gate_passed)
     best = confirmation.best
     if best is None:
         return PartCheck(part, confirmation.confirmed, None, sources[0])

@@ -15,7 +15,7 @@ from citadel.reader.base import Reader
 from citadel.rerank.base import ranked_by_scores, rerank_text
 from citadel.types import Passage
 
-DEFAULT_FUSION_WEIGHT = 0.3
+DEFAULT_FUSION_WEIGHT = 0.9
 DEFAULT_CANDIDATES = 30
 
 

@@ -54,10 +54,15 @@ class TrainedReader:
         question, texts = bounded(question, texts)
         if not texts:
             return []
-        scores: list[float] = []
-        for start in range(0, len(texts), self.batch_size):
-            chunk = texts[start:start + self.batch_size]
-            scores.extend(float(s) for s in _sigmoid(self._logits([question] * len(chunk), chunk)))
+        # Batches of similar lengths pad less (a batch is as long as its longest pair); scores return
+        # in the callers' order.
+        order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
+        scores = [0.0] * len(texts)
+        for start in range(0, len(order), self.batch_size):
+            chunk = order[start:start + self.batch_size]
+            logits = self._logits([question] * len(chunk), [texts[i] for i in chunk])
+            for index, value in zip(chunk, _sigmoid(logits)):
+                scores[index] = float(value)
         return scores
 
     def _logits(self, questions: list[str], texts: list[str]) -> np.ndarray:

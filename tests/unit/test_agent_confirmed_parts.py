@@ -182,7 +182,7 @@ FUSED = [passage(f"t:travel:v1:000{i}", text=text, score=1.0 - i / 10) for i, te
 
 def test_search_reranks_its_candidates_with_the_reader_and_keeps_top_k():
     retriever = ListRetriever(FUSED)
-    tool = SearchTool(retriever, top_k=2, reranker=ReaderReranker(FakeReader(), candidates=30), candidates=30)
+    tool = SearchTool(retriever, top_k=2, reranker=ReaderReranker(FakeReader(), fusion_weight=0.0, candidates=30), candidates=30)
     result = tool.run(STAFF, tool.arguments("who approves contractors", {}), "run:s1")
     assert retriever.asked == [30]  # the reranker's depth, not top_k
     assert [p["chunk_id"] for p in result["passages"]][0] == "t:travel:v1:0003" and len(result["passages"]) == 2
