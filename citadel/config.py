@@ -150,7 +150,9 @@ class AnswerConfig(_Section):
         "(chosen on the paraphrase dev split and the regression set, docs/benchmarks.md issue 26)."
     )
     confirm_min_subject_share_gated: float = Field(
-        0.3, ge=0.0, le=1.0, description="Confirm: the subject share needed when the coverage gate passed too."
+        0.0, ge=0.0, le=1.0, description="Confirm: the subject share needed when the coverage gate passed too (0: a "
+        "slot-holding sentence suffices; higher keeps more near-topic questions unasserted but fails the regression "
+        "set's refusal precision, docs/benchmarks.md issue 26)."
     )
     confirm_min_subject_share: float = Field(
         0.5, ge=0.0, le=1.0, description="Confirm: share of the question's subject terms in that sentence, its "

@@ -118,7 +118,7 @@ def rag_runtime(tmp_path_factory):
 
     home = tmp_path_factory.mktemp("rag-home")
     config = load_config(environ={"CITADEL_HOME": str(home), "CITADEL_EMBEDDING__BACKEND": "minilm",
-                                  "CITADEL_ANSWER__GENERATOR": "extractive"})
+                                  "CITADEL_ANSWER__GENERATOR": "extractive", "CITADEL_ANSWER__CONFIRM": "true"})
     runtime = Wiring(config=config)
     try:
         rag.build_tenants(runtime, rag.SHARED_DATA, rag.DEFAULT_OVERLAY)
@@ -147,9 +147,11 @@ def paraphrase_report(rag_runtime):
 @pytest.mark.slow
 @pytest.mark.model
 def test_paraphrase_test_split_holds_its_floors(paraphrase_report):
-    """Issue 13's targets (cited >= 0.85, unanswerables refused or clarified >= 0.9) are not met by any
-    gate built from the signals available on CPU (see docs/benchmarks.md): these floors are the
-    measured level, so a change that loses paraphrased answers or answers near-topic questions fails."""
+    """The three outcomes on the test split with the trained reader (issue 26): unanswerables not
+    asserted, answers asserted with the expected section cited, the expected fact in asserted answers,
+    and the expected section offered at all. The issue's targets (0.85 / 0.5 / 0.7 / 0.85) are not met on
+    CPU (docs/benchmarks.md): these floors are the measured level, so a change that loses paraphrased
+    answers, asserts near-topic questions or stops offering the closest evidence fails."""
     failures = rag.paraphrase_floor_failures(paraphrase_report)
     assert not failures, (failures, paraphrase_report["stages"])
 
