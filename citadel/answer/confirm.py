@@ -100,11 +100,19 @@ def _strength(sentence: ScoredSentence) -> tuple[float, int, int]:
     return (sentence.probability, -sentence.source_number, -sentence.position)
 
 
+def _what(described: str) -> str:
+    """ "the amount" → "the amount you asked about"; "how long", "whether …" read on their own; the
+    open slot's "that" → "the answer to that"."""
+    if described == "that":
+        return "the answer to that"
+    return f"{described} you asked about" if described.startswith("the ") else described
+
+
 def not_confirmed_reply(slot: AskedSlot, closest: ScoredSentence | None, numbers: Sequence[int],
                         quote: str | None = None) -> str:
     """Asserts nothing: says what could not be confirmed, quotes the closest sentence with its marker,
     points to the other closest sections, and offers a person (seed 002)."""
-    parts = [f"The documents I can see don't state {describe(slot)} you asked about."]
+    parts = [f"The documents I can see don't state {_what(describe(slot))}."]
     if closest is not None:
         parts.append(f'The closest is: "{quote or closest.text}" [{closest.source_number}].')
     others = [n for n in numbers if closest is None or n != closest.source_number]

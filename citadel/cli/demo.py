@@ -1,7 +1,8 @@
 """`citadel demo` (what `make demo` runs): ingest the fictional tenants in examples/, start a local
 cluster (`citadel up`: Ray on 127.0.0.1 and the Serve app) and show, through its HTTP API, citations,
 a superseded version excluded after an upload, a Finance-only document invisible to Sales, tenant
-isolation, a page citation, a cited answer, an honest refusal, an ACL revocation and an agentic run
+isolation, a page citation, a cited answer, a not-confirmed reply with its closest evidence, an honest
+refusal, an ACL revocation and an agentic run
 through the runs API (the running example, then again with the agreement withdrawn); then stop it."""
 
 from __future__ import annotations
@@ -283,11 +284,12 @@ def _tour(api: ApiClient) -> None:
     _expect(answered["outcome"] == "answered", f"expected an asserted answer: {answered['outcome']}")
     unconfirmed = _answer(api, "9. The topic is found, the asked fact is not: nothing asserted, the closest evidence",
                           staff, "How much is the daily allowance for taxis on business trips?")
-    _expect(unconfirmed["outcome"] in (NOT_CONFIRMED, "refused") and unconfirmed["refused"],
-            "expected no assertion for a fact the documents do not state")
+    _expect(unconfirmed["outcome"] == NOT_CONFIRMED and unconfirmed["citations"],
+            f"expected no assertion and the closest evidence: {unconfirmed['outcome']}")
     refusal = _answer(api, "10. Nothing on topic: an honest refusal", staff,
-                      "What is the parental leave policy for contractors in Brazil?")
-    _expect(refusal["refused"], "expected a refusal for a question the documents do not answer")
+                      "Which kayak models can the sailing club rent for regattas?")
+    _expect(refusal["outcome"] == "refused" and not refusal["citations"],
+            f"expected a refusal for a question nothing readable is about: {refusal['outcome']}")
     api.set_acl("northwind", "margin-model", ["board"])
     revoked = _show(api, "11. Margin model revoked from Finance through the admin API: gone at once", finance, margin)
     _expect(all(p["document_id"] != "margin-model" for p in revoked), "revoked document still served")

@@ -180,11 +180,11 @@ def test_lost_at_names_the_first_stage_without_the_section(monkeypatch):
     decision = SimpleNamespace(passed=True)
     monkeypatch.setattr(rag, "_legs_hold_evidence", lambda *a: True)
 
-    def lost(**trace):
+    def lost(reply="answered", **trace):
         fields = {"routed": False, "search_query": "q", "candidates": [right], "reranked": [right],
                   "sources": [right], "drafted": [right], **trace}
         response = SimpleNamespace(trace=SimpleNamespace(**fields), gate=decision)
-        return rag.lost_at(None, None, item, response, SimpleNamespace(cited_correctly=True))
+        return rag.lost_at(None, None, item, response, SimpleNamespace(cited_correctly=True, reply=reply))
 
     assert lost() == "answered"
     assert lost(routed=True) == "route"
@@ -192,8 +192,8 @@ def test_lost_at_names_the_first_stage_without_the_section(monkeypatch):
     assert lost(reranked=[wrong]) == "rerank"
     assert lost(drafted=[wrong]) == "generation"
     assert lost(sources=[wrong]) == "expansion"
-    decision.passed = False
-    assert lost() == "gate"
+    assert lost(reply="not_confirmed") == "confirm"  # the topic found, the asked fact not
+    assert lost(reply="refused") == "gate"
     monkeypatch.setattr(rag, "_legs_hold_evidence", lambda *a: False)
     assert lost() == "retrieval"
 
