@@ -866,8 +866,10 @@ class Orchestrator:
             sources = self.answers.expander.expand(chosen, partition) if chosen else []
             # The single-shot gate's word rule on the part's own passages: the part's words are there,
             # so a slot-holding sentence naming enough of its subject confirms it (confirm.py).
-            covered = bool(chosen) and best_coverage(asked, chosen, evidence.idf or UNIFORM_IDF)[0] >= \
-                self.answers.gate.thresholds.min_coverage
+            # (the part alone or in its context: "Are they eligible for the multi-year discount?" names its
+            # section's words; its lead-up "Acme renews next month." does not)
+            covered = bool(chosen) and max(best_coverage(text, chosen, evidence.idf or UNIFORM_IDF)[0]
+                                           for text in (part, asked)) >= self.answers.gate.thresholds.min_coverage
             try:
                 checks.append(check_part(reader, part, sources, settings, asked, covered))
             except Exception:  # nothing can be confirmed, so nothing is asserted (as on the single-shot path)
