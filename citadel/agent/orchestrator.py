@@ -95,6 +95,8 @@ REVIEWABLE = {"outside_limits": ReviewReason.ACTION_OUT_OF_SCOPE,
               "invalid_tool_response": ReviewReason.INVALID_TOOL_RESPONSE}
 # A held answer's review tasks are keyed by this base (a step's by its step id).
 ANSWER_REVIEW = "answer"
+# A checklist part is judged by its own words only when it has at least this many distinct terms.
+PART_ALONE_MIN_TERMS = 4
 # The first plan and at most this many re-plans.
 MAX_REPLANS = 3
 # Answer text streams in token events of about this many words (more per event for a long answer).
@@ -868,8 +870,10 @@ class Orchestrator:
             # so a slot-holding sentence naming enough of its subject confirms it (confirm.py).
             # (the part alone or in its context: "Are they eligible for the multi-year discount?" names its
             # section's words; its lead-up "Acme renews next month." does not)
+            # A part read alone must name enough to be judged: "Am I due for a replacement" matches anything.
+            texts = (part, asked) if len(set(content_terms(part))) >= PART_ALONE_MIN_TERMS else (asked,)
             covered = bool(chosen) and max(best_coverage(text, chosen, evidence.idf or UNIFORM_IDF)[0]
-                                           for text in (part, asked)) >= self.answers.gate.thresholds.min_coverage
+                                           for text in texts) >= self.answers.gate.thresholds.min_coverage
             try:
                 checks.append(check_part(reader, part, sources, settings, asked, covered))
             except Exception:  # nothing can be confirmed, so nothing is asserted (as on the single-shot path)
