@@ -12,6 +12,10 @@ pytestmark = [pytest.mark.slow, pytest.mark.ray]
 
 def test_demo_runs_and_its_checks_hold(tmp_path, monkeypatch):
     monkeypatch.setenv("CITADEL_EMBEDDING__BACKEND", "hash")
+    # The demo shows the three outcomes (the suite turns confirmation off). The hash embedder's cosines
+    # say nothing about topic, so the words alone decide it, at a lower share than MiniLM's default.
+    monkeypatch.setenv("CITADEL_ANSWER__CONFIRM", "true")
+    monkeypatch.setenv("CITADEL_ANSWER__TOPIC_COVERAGE", "0.15")
     monkeypatch.setattr(demo, "DEMO_HOME", tmp_path / "demo")
     monkeypatch.chdir(tmp_path)  # the generated PDF lands under the working directory
     demo.run_demo()
