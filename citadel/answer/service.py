@@ -577,6 +577,7 @@ class AnswerService:
                       correlation_id: str | None = None) -> None:
         """A cached answer served (by the gateway) is logged like any other: the audit is complete."""
         entry = {k: body.get(k) for k in ("request_id", "answer", "refused", "reason", "degraded", "citations")}
+        entry["outcome"] = body.get("outcome") or outcome_of(bool(body.get("refused")), body.get("reason"))
         self._log(principal, question, entry, body["request_id"], correlation_id, cached=True)
 
     def _log(self, principal: Principal, question: str, entry: dict[str, Any], request_id: str,
