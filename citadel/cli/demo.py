@@ -249,14 +249,16 @@ def run_demo() -> None:
         console.print(f"[green]serving at {url}[/green] ({time.perf_counter() - started:.1f} s so far)")
         api = ApiClient(url, config, LOCAL_APP_SERVICE, token_path(config, LOCAL_APP_SERVICE).read_text(),
                         token_path(config, LOCAL_ADMIN_SERVICE).read_text())
-        _tour(api)
+        _tour(api, confirm=config.answer.confirm)
     finally:
         down(config)
     console.print(f"[green]demo finished in {time.perf_counter() - started:.1f} s[/green] (data in {DEMO_HOME}; "
                   "the cluster is stopped)")
 
 
-def _tour(api: ApiClient) -> None:
+def _tour(api: ApiClient, confirm: bool = True) -> None:
+    """`confirm`: the deployment confirms the asked fact (answer.confirm, the default); without it there
+    is no not_confirmed outcome, and step 9 is a refusal."""
     staff = User("acme", "alice", ("staff",))
     _show(api, "1. A passage set with its citations (v2 is published)", staff, "What is the hotel limit per night?")
     job = api.upload("acme", EXAMPLES / "acme" / "travel-policy-v3.md", "travel-policy", ["staff", "exec"],
@@ -284,8 +286,11 @@ def _tour(api: ApiClient) -> None:
     _expect(answered["outcome"] == "answered", f"expected an asserted answer: {answered['outcome']}")
     unconfirmed = _answer(api, "9. The topic is found, the asked fact is not: nothing asserted, the closest evidence",
                           staff, "How much is the daily allowance for taxis on business trips?")
-    _expect(unconfirmed["outcome"] == NOT_CONFIRMED and unconfirmed["citations"],
-            f"expected no assertion and the closest evidence: {unconfirmed['outcome']}")
+    if confirm:
+        _expect(unconfirmed["outcome"] == NOT_CONFIRMED and unconfirmed["citations"],
+                f"expected no assertion and the closest evidence: {unconfirmed['outcome']}")
+    else:
+        _expect(unconfirmed["refused"], f"expected no assertion: {unconfirmed['outcome']}")
     refusal = _answer(api, "10. Nothing on topic: an honest refusal", staff,
                       "Which kayak models can the sailing club rent for regattas?")
     _expect(refusal["outcome"] == "refused" and not refusal["citations"],

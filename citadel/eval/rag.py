@@ -693,7 +693,7 @@ def label_problems(items: Sequence[RagItem], sections: dict[str, dict[str, list[
 # docs/benchmarks.md): a regression guard, raised when the numbers rise. The targets are
 # 0.85 / 0.5 / 0.7 / 0.85.
 HONEST_MIDDLE = ("unanswerable_not_asserted", "asserted_with_section_cited", "fact_in_asserted", "section_offered")
-# Measured on the test split at the defaults (2026-12-05): 0.659 / 0.286 / 0.643 / 0.723.
+# Measured on the test split at the defaults (2026-12-05): 0.659 / 0.269 / 0.667 / 0.706.
 PARAPHRASE_FLOORS = {"unanswerable_not_asserted": 0.63, "asserted_with_section_cited": 0.25,
                      "fact_in_asserted": 0.6, "section_offered": 0.68}
 

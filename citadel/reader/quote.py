@@ -17,8 +17,8 @@ from citadel.answer.slots import AskedSlot, holds_slot, subject_share
 from citadel.answer.text import content_terms, sentence_pieces
 from citadel.reader.base import Reader
 
-MAX_SENTENCES = 24
-READ_SOURCES = 3
+MAX_SENTENCES = 40
+READ_SOURCES = 4
 
 
 @dataclass(frozen=True)

@@ -12,10 +12,9 @@ pytestmark = [pytest.mark.slow, pytest.mark.ray]
 
 def test_demo_runs_and_its_checks_hold(tmp_path, monkeypatch):
     monkeypatch.setenv("CITADEL_EMBEDDING__BACKEND", "hash")
-    # The demo shows the three outcomes (the suite turns confirmation off). The hash embedder's cosines
-    # say nothing about topic, so the words alone decide it, at a lower share than MiniLM's default.
-    monkeypatch.setenv("CITADEL_ANSWER__CONFIRM", "true")
-    monkeypatch.setenv("CITADEL_ANSWER__TOPIC_COVERAGE", "0.15")
+    # The suite turns confirmation off (tests/conftest.py): the demo then expects a refusal at step 9.
+    # `make demo` (real MiniLM, confirmation on) shows the not-confirmed reply; its running example on
+    # the hash embedder is too marginal to confirm each part reliably.
     monkeypatch.setattr(demo, "DEMO_HOME", tmp_path / "demo")
     monkeypatch.chdir(tmp_path)  # the generated PDF lands under the working directory
     demo.run_demo()
