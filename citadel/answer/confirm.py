@@ -17,8 +17,6 @@ from citadel.answer.slots import AskedSlot, asked_slot, describe
 from citadel.reader.base import Reader
 from citadel.reader.quote import ScoredSentence, scored_sentences
 
-NOT_CONFIRMED = "not_confirmed"
-
 
 @dataclass(frozen=True)
 class ConfirmSettings:

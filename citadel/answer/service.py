@@ -23,6 +23,7 @@ from citadel.answer.conflicts import Conflict, detect_conflicts
 from citadel.answer.expand import SectionExpander, Source, layout_of, source_terms
 from citadel.answer.clarify import clarifying_question
 from citadel.answer.confirm import Confirmation, ConfirmSettings, confirm, not_confirmed_reply
+from citadel.answer.slots import asked_slot
 from citadel.answer.gate import (CLARIFY, NEEDS_CLARIFICATION, NO_ELIGIBLE_SOURCE, ConfidenceGate, GateDecision,
                                  cosine_scores, term_idf, weighted_coverage)
 from citadel.answer.gate_model import CalibratedGate
@@ -330,8 +331,9 @@ class AnswerService:
             except Exception:  # the reader failed: nothing can be confirmed, so nothing is asserted
                 degraded.append(Degradation.READER_SKIPPED)
                 confirmation = None
-        if confirmation is not None:
-            log_extra["confirm"] = confirmation.to_dict()
+        summary = confirmation.to_dict() if confirmation is not None else None
+        if summary is not None:
+            log_extra["confirm"] = summary
         if confirmation is not None and confirmation.confirmed:
             response = self._grounded_answer(principal, query, passages, partition, request_id, degraded, timer,
                                              trace, log_extra, decision, sources=sources)
@@ -340,7 +342,7 @@ class AnswerService:
             response = self._not_confirmed(request_id, question, sources, confirmation, passages, degraded, decision,
                                            trace)
         if confirmation is not None:
-            response.confirmation = {**confirmation.to_dict(), "sentences": confirmation.sentence_rows(sources),
+            response.confirmation = {**summary, "sentences": confirmation.sentence_rows(sources),
                                      "sources": [{"number": s.number, "document_id": s.passage.document_id,
                                                   "heading": s.passage.heading} for s in sources]}
         return response
@@ -350,8 +352,6 @@ class AnswerService:
                        decision: GateDecision, trace: AnswerTrace) -> AnswerResponse:
         """Nothing asserted: the closest sentence quoted verbatim with its marker, the closest sections
         cited (renumbered 1..n in order), and the offer of a person."""
-        from citadel.answer.slots import asked_slot
-
         closest = confirmation.best if confirmation is not None else None
         numbers = list(dict.fromkeys(([closest.source_number] if closest is not None else [])
                                      + [s.number for s in sources]))[:CLOSEST_SECTIONS]

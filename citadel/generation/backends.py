@@ -195,47 +195,37 @@ def messages_for(question: str, sources: Sequence[Source], prompt: AssembledProm
 
 
 # With the reader: a sentence holding a value of the asked slot ranks ahead of one this much likelier
-# that holds none, and a further sentence is quoted when the reader finds it at least FOLLOWUP_SHARE
-# as likely as the best one (and at least FOLLOWUP_MIN).
+# that holds none; a later line of a run's task is quoted only when its best sentence reaches FOLLOWUP_MIN.
 SLOT_BONUS = 0.25
-FOLLOWUP_SHARE = 0.6
 FOLLOWUP_MIN = 0.5
+
+
+def _reader_ranked(reader, line: str, sources: Sequence[Source]):
+    """The sentences the reader reads for `line`, best first (a slot value counting SLOT_BONUS)."""
+    from citadel.answer.slots import asked_slot
+    from citadel.reader.quote import scored_sentences
+
+    return sorted(scored_sentences(reader, line, asked_slot(line), sources),
+                  key=lambda s: (-(s.probability + SLOT_BONUS * s.holds_slot), s.source_number, s.position))
 
 
 def reader_evidence(reader, question: str, sources: Sequence[Source],
                     max_sentences: int = DEFAULT_MAX_SENTENCES) -> list[Evidence]:
-    """The sentences the reader scores highest, per line of the question (an agentic run's task: the
-    question, then each part of its checklist, gets its own best quote); list items and table rows
-    come with the sentence that introduces them. Falls back to the word cover when the reader finds
-    no sentence to read."""
-    from citadel.answer.slots import asked_slot
-    from citadel.reader.quote import scored_sentences
-
+    """The question's quotes (`_first_line_quotes`), then for each later line of the question (an
+    agentic run's task: each part of its checklist) the sentence the reader scores highest for it, not
+    quoted yet; list items and table rows come with the sentence that introduces them. Falls back to
+    the word cover when nothing was chosen."""
     candidates = candidate_sentences(sources)
     by_place = {(c.source_number, c.position): c for c in candidates}
-    lines = [line for line in question.splitlines() if line.strip()] or [question]
-    chosen: list[Evidence] = []
-    for index, line in enumerate(lines):
-        if index == 0:
-            chosen = _first_line_quotes(reader, line, sources, candidates, by_place, max_sentences)
-            continue
-        slot = asked_slot(line)
-        ranked = sorted(scored_sentences(reader, line, slot, sources),
-                        key=lambda s: (-(s.probability + SLOT_BONUS * s.holds_slot), s.source_number, s.position))
-        ranked = [s for s in ranked if by_place.get((s.source_number, s.position)) not in chosen]
-        if not ranked:
-            continue
-        best, picked = ranked[0], [ranked[0]]
-        room = max_sentences if index == 0 else 1
-        for sentence in ranked[1:]:
-            if len(picked) >= room:
-                break
-            if sentence.probability >= max(FOLLOWUP_MIN, FOLLOWUP_SHARE * best.probability):
-                picked.append(sentence)
-        if index > 0 and best.probability < FOLLOWUP_MIN:
+    first, *later = [line for line in question.splitlines() if line.strip()] or [question]
+    chosen = _first_line_quotes(reader, first, sources, candidates, by_place, max_sentences)
+    for line in later:
+        ranked = [s for s in _reader_ranked(reader, line, sources)
+                  if by_place.get((s.source_number, s.position)) not in chosen]
+        if not ranked or ranked[0].probability < FOLLOWUP_MIN:
             continue  # a later part the sources do not answer gets no quote (the run names it missing)
-        chosen = with_list_items([*chosen, *(by_place[(s.source_number, s.position)] for s in picked
-                                             if (s.source_number, s.position) in by_place)], candidates)
+        best = by_place.get((ranked[0].source_number, ranked[0].position))
+        chosen = with_list_items([*chosen, *([best] if best is not None else [])], candidates)
     return chosen or select_evidence(question, sources, max_sentences)
 
 
@@ -245,11 +235,7 @@ def _first_line_quotes(reader, line: str, sources: Sequence[Source], candidates:
     counting for it), then the best cover of the question's words. Both, because on the paraphrase dev
     split the reader's sentence held the asked fact more often (0.45 of asserted answers against 0.31)
     while on the regression set the word cover cited the expected section more often (0.93 against 0.83)."""
-    from citadel.answer.slots import asked_slot
-    from citadel.reader.quote import scored_sentences
-
-    ranked = sorted(scored_sentences(reader, line, asked_slot(line), sources),
-                    key=lambda s: (-(s.probability + SLOT_BONUS * s.holds_slot), s.source_number, s.position))
+    ranked = _reader_ranked(reader, line, sources)
     best = [by_place[(s.source_number, s.position)] for s in ranked[:1] if (s.source_number, s.position) in by_place]
     cover = select_evidence(line, sources, max_sentences)
     return with_list_items(list(dict.fromkeys([*best, *cover])), candidates)
