@@ -1,4 +1,5 @@
-"""A run's spend (DESIGN.md §10, stopping rule 2): tokens of prompts and outputs, and their estimated cost.
+"""A run's spend (DESIGN.md §10, stopping rule 2): tokens of prompts and outputs, and their estimated cost,
+charged to the user's daily budget as they are spent (issue 27 item 2: runs are budgeted like answers).
 
 Tokens are counted with the same cheap counter chunking uses (words and punctuation marks), or the
 server's own `usage` when a model reports one. The meter is shared by the steps of a round running
@@ -8,9 +9,13 @@ in parallel, hence its lock; a resumed run starts it from the spend recorded wit
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Protocol
 
 from citadel.chunking import count_tokens
+from citadel.state.base import StateUnavailable
+from citadel.types import Principal
 
 TOKEN_BUDGET = "token_budget"
 COST_BUDGET = "cost_budget"
@@ -58,3 +63,44 @@ class RunBudget:
         if self.cost_per_1k_tokens > 0 and self.cost_of(tokens) >= self.cost:
             return COST_BUDGET
         return None
+
+
+# The stopping rule of a run that would pass its user's daily budget (the same budget /v1/answer
+# charges): it starts nothing more and answers with what it has.
+USER_BUDGET = "budget"
+# The run record holding what starting the run charged up front (an estimate, spent first).
+PREPAID = "prepaid"
+
+
+class UserSpend(Protocol):
+    """Charges a run's measured spend to its user's daily budget."""
+
+    def charge(self, principal: Principal, tokens: int) -> bool:
+        """True when charged; False (nothing charged) when it would pass the user's daily budget or the
+        budget store cannot say (budgets fail closed)."""
+
+
+class BudgetStoreSpend:
+    """`UserSpend` over the state's budget store (citadel/state), at `cost_per_1k_tokens`; listeners
+    hear every charge (the gateway's spend metric, so the spend alert sees runs too)."""
+
+    def __init__(self, budgets, cost_per_1k_tokens: float):
+        self.budgets = budgets
+        self.cost_per_1k_tokens = cost_per_1k_tokens
+        self._listeners: list[Callable[[str, str, float], None]] = []
+
+    def add_listener(self, listener: Callable[[str, str, float], None]) -> None:
+        self._listeners.append(listener)
+
+    def charge(self, principal: Principal, tokens: int) -> bool:
+        cost = max(0, int(tokens)) / 1000.0 * self.cost_per_1k_tokens
+        if cost <= 0:
+            return True
+        try:
+            decision = self.budgets.charge(principal.tenant_id, principal.user_id, 0, cost)
+        except StateUnavailable:
+            return False
+        if decision.allowed:
+            for listener in self._listeners:
+                listener(principal.tenant_id, principal.user_id, cost)
+        return decision.allowed

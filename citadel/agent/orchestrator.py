@@ -46,7 +46,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from citadel.agent.budget import RunBudget, TokenMeter
+from citadel.agent.budget import PREPAID, USER_BUDGET, RunBudget, TokenMeter, UserSpend
 from citadel.agent.criteria import case_object, criteria_checks, first_name
 from citadel.agent.memory import ConversationContext, ConversationMemory, source_refs
 from citadel.agent.evidence import (UNIFORM_IDF, best_coverage, EvidenceSet, distinct_parts, evidence_lines, passage_from_record,
@@ -61,6 +61,7 @@ from citadel.agent.checks import answer_check, single_shot_verdict
 from citadel.agent.tools import (ApprovalRequired, StepContext, StepExecutor, ToolRefused, ToolRegistry,
                                  ToolStepExecutor)
 from citadel.answer.gate import term_idf
+from citadel.answer.links import LinkPolicy
 from citadel.answer.prompt import PromptItem
 from citadel.answer.confirm import ConfirmSettings
 from citadel.answer.service import NOT_CONFIRMED, REFUSAL_REPLIES, outcome_of
@@ -68,6 +69,7 @@ from citadel.answer.text import content_terms
 from citadel.chunking import count_tokens
 from citadel.config import AgentConfig
 from citadel.errors import CitadelError, NotFound, Unavailable
+from citadel.guardrails.planted import SCREENED_NOTICE
 from citadel.resilience.clock import Clock, MonotonicClock
 from citadel.resilience.deadline import Deadline, deadline_scope
 from citadel.state.conversations import ASSISTANT, USER
@@ -75,7 +77,7 @@ from citadel.state.runs import FINISHED, EventType, Run, RunStatus, RunStore
 from citadel.tools.approvals import Approval, ApprovalStatus, ApprovalStore
 from citadel.tools.honeypots import HoneypotPlanter
 from citadel.tools.spec import RiskTier
-from citadel.tools.reviews import (CLOSED, GO, HOLD, MAX_REVIEW_ROUNDS, FailedCheck, ReviewPolicy, ReviewReason, Verdict,
+from citadel.tools.reviews import (CLOSED, GO, HOLD, MAX_REVIEW_ROUNDS, FailedCheck, FlaggedSource, ReviewPolicy, ReviewReason, Verdict,
                                    held_body, latest_review, request_review, settle)
 from citadel.tracing import emit_span
 from citadel.types import Degradation, Passage, Principal
@@ -133,6 +135,8 @@ class RunState:
     evidence_counts: list[int] = field(default_factory=lambda: [0])
     no_new_rounds: int = 0
     context: ConversationContext | None = None  # the conversation so far, live-checked once per drive
+    credit: int = 0  # tokens the up-front charge paid for and no record has spent yet
+    over_budget: bool = False  # a charge to the user's daily budget was refused
 
     @property
     def run_id(self) -> str:
@@ -160,7 +164,9 @@ class Orchestrator:
                  executor: StepExecutor | None = None, after_step: Callable[[str, str], None] | None = None,
                  today: Callable[[], str] | None = None, memory: ConversationMemory | None = None,
                  approvals: ApprovalStore | None = None, wall_clock: Callable[[], float] = time.time,
-                 honeypots: HoneypotPlanter | None = None, reviews: ReviewPolicy | None = None):
+                 honeypots: HoneypotPlanter | None = None, reviews: ReviewPolicy | None = None,
+                 links: LinkPolicy | None = None, flagged: Callable[[str, list], None] | None = None,
+                 spend: UserSpend | None = None):
         """`executor`: runs one step (injectable: a test counts executions or holds steps at a barrier);
         `after_step(run_id, step_id)`: called once a step's result and event are recorded (a test kills
         the driver there); `today`: the ISO date deciding which effective dates are in force;
@@ -170,7 +176,12 @@ class Orchestrator:
         `wall_clock`: the time approvals escalate and expire by (shared across processes);
         `honeypots`: plants a deliberately wrong approval request now and then, to measure reviews;
         `reviews`: who reviews a failed check and for how long its task waits (citadel/tools/reviews.py;
-        checks go to a person only with `approvals`, the store their tasks wait in)."""
+        checks go to a person only with `approvals`, the store their tasks wait in); `links`: what the
+        final answer may link to (citadel/answer/links.py; by default no link, image or HTML leaves);
+        `flagged(tenant, sources)`: told of the sources a step's screen dropped (their owners' review
+        tasks, citadel/tools/reviews.py `SuspiciousContentReporter`); `spend`: charges each record's
+        measured tokens, beyond what starting the run paid up front, to the user's daily budget (a
+        refused charge stops the run by USER_BUDGET; None: runs charge only their own budget)."""
         self.store = store
         self.answers = answer_service
         self.planner = planner
@@ -187,6 +198,9 @@ class Orchestrator:
         self.wall_clock = wall_clock
         self.honeypots = honeypots
         self.reviews = reviews or ReviewPolicy()
+        self.links = links or LinkPolicy()
+        self.flagged = flagged
+        self.spend = spend
 
     # ------------------------------------------------------------------ the drive
     def drive(self, run_id: str, owner: str) -> Run:
@@ -212,7 +226,10 @@ class Orchestrator:
         principal = Principal(run.tenant_id, run.user_id, frozenset(run.groups))
         meter = TokenMeter(sum(int(r.get("tokens", 0)) for r in records.values()))
         deadline = Deadline.after(self.config.deadline_s, self.clock)
-        return RunState(run, principal, deadline, records, self._emitted_keys(run.run_id), meter)
+        prepaid = int(records.get(PREPAID, {}).get("tokens_paid", 0))
+        return RunState(run, principal, deadline, records, self._emitted_keys(run.run_id), meter,
+                        credit=max(0, prepaid - meter.spent),
+                        over_budget=any(r.get("over_budget") for r in records.values()))
 
     def _emitted_keys(self, run_id: str) -> set[str]:
         keys, after = set(), 0
@@ -380,6 +397,8 @@ class Orchestrator:
             return CANCELLED
         if state.deadline.expired():
             return DEADLINE
+        if state.over_budget:
+            return USER_BUDGET
         return self.budget.exhausted(state.meter.spent)
 
     def _admit(self, state: RunState, step: Step, in_flight: int, calls: set[str]) -> str | None:
@@ -453,6 +472,9 @@ class Orchestrator:
             passages = [passage_from_record(r) for r in result.get("passages", [])]
             outcome = {"status": "ok", "passages": [passage_record(p) for p in passages],
                        "degraded": [str(d) for d in result.get("degraded", [])]}
+            for screened in ("screened", "screened_response"):  # what the screen kept from the model
+                if result.get(screened):
+                    outcome[screened] = result[screened]
             if "result" in result:  # a tool that acts: what its system answered, and whether it is audited
                 outcome.update(result=result["result"], audit=bool(result.get("audit")),
                                repeated=bool(result.get("repeated")))
@@ -563,10 +585,29 @@ class Orchestrator:
         record = self._record(state, f"step:{step.id}", {**result, "id": step.id, "tool": step.tool, "ask": step.ask,
                                                         "call": self.tools.call_key(step), "tokens": tokens})
         state.meter.add(int(record.get("tokens", 0)))
+        self._report_screened(state, step, record)
         self._emit(state, EventType.PROGRESS, f"step:{step.id}", {
             "stage": "step", "step_id": step.id, "ask": step.ask, "tool": step.tool, "status": record["status"],
             "error": record.get("error"), "chunk_ids": [p["chunk_id"] for p in record["passages"]],
             **({"result": record["result"]} if "result" in record else {})})
+
+    def _report_screened(self, state: RunState, step: Step, record: dict[str, Any]) -> None:
+        """A step whose screen dropped something: a progress event naming the sources (never their
+        text), and their owners told (once per document version, by the reporter)."""
+        screened = record.get("screened") or []
+        if not screened and not record.get("screened_response"):
+            return
+        self._emit(state, EventType.PROGRESS, f"screened:{step.id}", {
+            "stage": "screened", "step_id": step.id, "tool": step.tool,
+            "screened": [{"document_id": s["document_id"], "version": s["version"]} for s in screened],
+            "tool_response": bool(record.get("screened_response"))})
+        if self.flagged is None or not screened:
+            return
+        try:
+            self.flagged(state.run.tenant_id, [FlaggedSource(s["document_id"], int(s["version"]), s["chunk_id"])
+                                               for s in screened])
+        except Exception:  # the owner is told on a later read; the run goes on
+            log.exception("reporting screened sources of run %s failed", state.run_id)
 
     def _stop(self, state: RunState, reason: str) -> str:
         record = self._record(state, "stop", {"reason": reason})
@@ -890,6 +931,9 @@ class Orchestrator:
     def _deliver(self, state: RunState, record: dict[str, Any], stop: str | None, path: str) -> None:
         """The conversation's turn, token and citation events, then the authoritative final event
         (with what the synthesis prompt held), then the run's status."""
+        record = self._outgoing(state, record)
+        if stop is None and state.over_budget:  # the answer was given, its spend was not: the budget stopped it
+            stop = USER_BUDGET
         self._remember_turn(state, record)
         if record.get("prompt"):
             self._emit(state, EventType.PROGRESS, "prompt", {"stage": "prompt", **record["prompt"]})
@@ -907,6 +951,16 @@ class Orchestrator:
                   else RunStatus.STOPPED)
         self.store.update(state.run_id, status=status, stop_reason=stop)
 
+    def _outgoing(self, state: RunState, record: dict[str, Any]) -> dict[str, Any]:
+        """The answer as it may leave: a source a step's screen dropped is named in one plain sentence
+        (once: the synthesis may have said it already), and the links policy applied, so neither the
+        token events cut from it nor the final event carry an image, HTML or a foreign link."""
+        answer = record.get("answer") or ""
+        screened = any(r.get("screened") or r.get("screened_response") for _, r in state.step_records())
+        if screened and SCREENED_NOTICE not in answer:
+            answer = f"{answer} {SCREENED_NOTICE}".strip()
+        return {**record, "answer": self.links.clean(answer, state.run.tenant_id)}
+
     def _fail(self, state: RunState, error: Exception) -> None:
         """An error outside any step: the run fails with an error event (a CitadelError's own code and
         message; anything else is `internal_error`, its details in the server log)."""
@@ -920,10 +974,26 @@ class Orchestrator:
 
     # ------------------------------------------------------------------ the store
     def _record(self, state: RunState, key: str, result: dict[str, Any]) -> dict[str, Any]:
-        """Record a decision or result; the first record wins (a resumed run reads the stored one)."""
+        """Record a decision or result; the first record wins (a resumed run reads the stored one). A
+        record that spent tokens charges them to the user's budget first (once: a replayed record is
+        already stored)."""
+        if "tokens" in result and key not in state.records:
+            result = {**result, **self._charge(state, int(result["tokens"]))}
         stored = self.store.record_step(state.run_id, key, result)
         state.records[key] = stored
         return stored
+
+    def _charge(self, state: RunState, tokens: int) -> dict[str, Any]:
+        """Charge `tokens` to the user's daily budget, the up-front payment spent first; what to record."""
+        credit = min(state.credit, max(0, tokens))
+        state.credit -= credit
+        due = max(0, tokens) - credit
+        if self.spend is None or due == 0:
+            return {}
+        if self.spend.charge(state.principal, due):
+            return {"charged_tokens": due}
+        state.over_budget = True  # nothing more starts; the run answers with what it has
+        return {"over_budget": True}
 
     def _emit(self, state: RunState, type: EventType, key: str, data: dict[str, Any]) -> None:
         """Append an event once: one whose key is already in the log is not appended again."""

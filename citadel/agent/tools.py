@@ -10,6 +10,10 @@ says can add a tool or call one: tools come from the registry, calls from the pl
 A step's call carries `request_id` = "<run_id>:<step_id>": derived from run and step, so a step
 repeated after a crash would present the same key to a system that deduplicates.
 
+Everything a step hands on to a model is screened first (citadel/guardrails/planted.py): a search's
+passages, by the same screen as the single-shot path (a dropped one is named in the result's
+`screened`), and a tool's response, whose texts carrying instructions are withheld.
+
 With a reranker (the reader, `answer.reranker: reader`), a search reranks as the single-shot path
 does: it retrieves the reranker's candidate depth and keeps the top_k it ranks first, so a run's
 evidence for each part is what the reader reads best, not what fusion happened to put first.
@@ -25,6 +29,7 @@ from typing import Any, Protocol
 from citadel.agent.evidence import passage_record
 from citadel.agent.plan import MAX_QUERY_CHARS, Step
 from citadel.errors import CitadelError, Forbidden, InvalidRequest
+from citadel.guardrails.planted import screen_tool_response
 from citadel.retrieval.retriever import PassageRetriever
 from citadel.tools.intents import IntentMatcher, RequestedAction
 from citadel.tools.policy import Action, Decision, PolicyEngine
@@ -92,10 +97,12 @@ class SearchTool:
     tier = RiskTier.T0
 
     def __init__(self, retriever: PassageRetriever, top_k: int = DEFAULT_SEARCH_TOP_K, reranker=None,
-                 candidates: int = DEFAULT_RERANK_CANDIDATES):
+                 candidates: int = DEFAULT_RERANK_CANDIDATES, screen=None):
         """`reranker`: reorders the fused candidates (None, or one that is not `enabled`: the fused
-        order stands); `candidates`: how many it reads, bounded by MAX_RERANK_CANDIDATES."""
+        order stands); `candidates`: how many it reads, bounded by MAX_RERANK_CANDIDATES; `screen`: the
+        single-shot path's planted-instruction screen (True: drop the passage; None: no screen)."""
         self.retriever = retriever
+        self.screen = screen
         self.top_k = max(1, min(top_k, MAX_SEARCH_TOP_K))
         self.reranker = reranker if reranker is not None and getattr(reranker, "enabled", True) else None
         self.candidates = max(1, min(candidates, MAX_RERANK_CANDIDATES))
@@ -117,12 +124,19 @@ class SearchTool:
         depth = top_k if self.reranker is None else max(top_k, self.candidates)
         result = self.retriever.retrieve(principal, arguments["query"], top_k=depth, request_id=request_id)
         passages, degraded = list(result.passages), [str(d) for d in result.degraded]
+        dropped = [p for p in passages if self.screen(p)] if self.screen is not None else []
+        if dropped:
+            passages = [p for p in passages if p not in dropped]
         if self.reranker is not None and passages:
             try:
                 passages = self.reranker.rerank(arguments["query"], passages, top_k)
             except Exception:  # fail open, visibly: the fused order stands, as on the single-shot path
                 degraded.append(str(Degradation.RERANK_SKIPPED))
-        return {"passages": [passage_record(p) for p in passages[:top_k]], "degraded": degraded}
+        found = {"passages": [passage_record(p) for p in passages[:top_k]], "degraded": degraded}
+        if dropped:
+            found["screened"] = [{"chunk_id": p.chunk_id, "document_id": p.document_id, "version": p.version}
+                                 for p in dropped]
+        return found
 
 
 def target_checks_permission(principal: Principal, spec: ToolSpec) -> bool:
@@ -167,6 +181,9 @@ class StepTools:
         checked = self._policy.check_response(name, result.get("result"))
         if checked.action == Action.REFUSE:
             raise ToolRefused(checked)
+        screened, reasons = screen_tool_response(result.get("result"))
+        if reasons:  # the system answered with text someone wrote for the model: withheld, and said so
+            result = {**result, "result": screened, "screened_response": reasons}
         return {**result, "audit": decision.action == Action.RUN_AND_AUDIT}
 
 

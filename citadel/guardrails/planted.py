@@ -231,3 +231,41 @@ class PlantedScreen:
                 while len(self._verdicts) > self._capacity:
                     self._verdicts.popitem(last=False)
         return verdict
+
+
+# What the user is told, in one plain sentence, when a source was dropped before any prompt.
+SCREENED_NOTICE = ("One source contains text addressed to AI assistants; it was not used and has been flagged to "
+                   "its owner.")
+# What stands in a tool's response for a text the screen flagged.
+WITHHELD_TOOL_TEXT = "[withheld: text addressed to AI assistants]"
+# How deep a tool response is walked, and how many of its texts are screened (bounded like its size).
+MAX_RESPONSE_DEPTH = 8
+MAX_RESPONSE_TEXTS = 2_000
+
+
+def screen_tool_response(value, flag: Callable[[str], str | None] = flag_planted_instructions):
+    """A tool's JSON response with every text that carries planted instructions replaced (the record
+    stays usable, its other fields intact), and the reasons found. A tool's system holds text other
+    people wrote (a CRM note, a ticket), so its response is read like a retrieved passage."""
+    reasons: list[str] = []
+    budget = [MAX_RESPONSE_TEXTS]
+
+    def walk(item, depth: int):
+        if isinstance(item, str):
+            if budget[0] <= 0:
+                return item
+            budget[0] -= 1
+            reason = flag(item) if len(item) > 3 else None
+            if reason:
+                reasons.append(reason)
+                return WITHHELD_TOOL_TEXT
+            return item
+        if depth >= MAX_RESPONSE_DEPTH:
+            return item
+        if isinstance(item, dict):
+            return {key: walk(v, depth + 1) for key, v in item.items()}
+        if isinstance(item, list):
+            return [walk(v, depth + 1) for v in item]
+        return item
+
+    return walk(value, 0), reasons

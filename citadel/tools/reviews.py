@@ -31,6 +31,7 @@ from enum import StrEnum
 from typing import Any
 
 from citadel.catalog.base import DocumentRecord
+from citadel.guardrails.planted import SCREENED_NOTICE
 from citadel.tools.approvals import Approval, ApprovalStatus, ApprovalStore, TaskKind
 from citadel.tools.spec import ToolSpec
 
@@ -40,6 +41,8 @@ MAX_REVIEW_ROUNDS = 3
 MAX_DETAIL_CHARS = 1_000
 # The run id of a single-shot answer's review: there is no run, the request is asked again.
 SINGLE_SHOT_PREFIX = "answer:"
+# The run id of a document's suspicious-content task: no request waits on it (the source was not used).
+CONTENT_PREFIX = "content:"
 
 
 class ReviewReason(StrEnum):
@@ -47,6 +50,7 @@ class ReviewReason(StrEnum):
     MISSING_REFERENCE = "missing_reference"
     INVALID_TOOL_RESPONSE = "invalid_tool_response"
     ACTION_OUT_OF_SCOPE = "action_out_of_scope"
+    SUSPICIOUS_CONTENT = "suspicious_content"  # a source holds text addressed to AI assistants
 
 
 # What the user is told while a task is open: honest, and naming nothing the user may not read.
@@ -59,6 +63,7 @@ HELD_MESSAGES = {
                                         "the request is held for a review by the people who look after it.",
     ReviewReason.ACTION_OUT_OF_SCOPE: "The action asked for is outside what the assistant may do on its own, so it "
                                       "is held for a review by the people who may approve it.",
+    ReviewReason.SUSPICIOUS_CONTENT: SCREENED_NOTICE,
 }
 # What the user is told when the reviewer did not correct it.
 CLOSED_MESSAGES = {
@@ -177,3 +182,59 @@ def held_body(task: Approval, message: str) -> dict[str, Any]:
     """The `202 review_pending` body (and the `review_pending` event's data)."""
     return {"status": REVIEW_PENDING, "review_id": task.approval_id, "reason": task.reason, "message": message,
             "reviewers": task.approver_group, "expire_at": task.expire_at}
+
+
+@dataclass(frozen=True)
+class FlaggedSource:
+    """A source the screen dropped, as its owner's task names it (a Passage has these fields too)."""
+
+    document_id: str
+    version: int
+    chunk_id: str
+
+
+def has_run(task: Approval) -> bool:
+    """Whether a run waits on the task (a held single-shot answer or a flagged document has none)."""
+    return not task.run_id.startswith((SINGLE_SHOT_PREFIX, CONTENT_PREFIX))
+
+
+class SuspiciousContentReporter:
+    """Tells a document's owner, once per document version, that a source the screen dropped holds text
+    addressed to AI assistants (citadel/guardrails/planted.py). Nothing waits on the task: the passage
+    was not used; the owner fixes or withdraws the document. The store's `request` is idempotent on
+    (run id, step id) = (`content:<document>`, `v<version>`), so processes and restarts agree on
+    "once"; the ones this process already reported are remembered so a hot document costs no store call."""
+
+    MAX_REMEMBERED = 10_000
+
+    def __init__(self, store: ApprovalStore, catalog, policy: ReviewPolicy, clock):
+        self.store = store
+        self.catalog = catalog
+        self.policy = policy
+        self.clock = clock
+        self._reported: set[tuple[str, str, int]] = set()
+
+    def __call__(self, tenant_id: str, dropped: Sequence[Any]) -> None:
+        """`dropped`: passages (document_id, version, chunk_id) the screen removed for `tenant_id`."""
+        for passage in dropped:
+            key = (tenant_id, passage.document_id, int(passage.version))
+            if key in self._reported:
+                continue
+            self._report(tenant_id, passage)
+            if len(self._reported) >= self.MAX_REMEMBERED:
+                self._reported.clear()
+            self._reported.add(key)
+
+    def _report(self, tenant_id: str, passage: Any) -> None:
+        record = self.catalog.get_document(tenant_id, passage.document_id)
+        now = float(self.clock())
+        expire_after_s = self.policy.expire_after_s
+        self.store.request(Approval(
+            "", tenant_id, f"{CONTENT_PREFIX}{passage.document_id}", f"v{passage.version}", ANSWER, "citadel", {},
+            self.policy.document_reviewers([record]), None, None, now + expire_after_s if expire_after_s else None,
+            kind=TaskKind.REVIEW, reason=str(ReviewReason.SUSPICIOUS_CONTENT),
+            context={"message": HELD_MESSAGES[ReviewReason.SUSPICIOUS_CONTENT],
+                     "detail": f"{passage.document_id} v{passage.version} holds text addressed to AI assistants "
+                               f"(chunk {passage.chunk_id}); it is left out of every answer until it is fixed",
+                     "document_id": passage.document_id, "version": int(passage.version),
+                     "chunk_id": passage.chunk_id}))

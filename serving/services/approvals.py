@@ -47,7 +47,7 @@ from citadel.errors import CitadelError, Forbidden, InvalidRequest, NotFound
 from citadel.state.runs import EventType, RunStore
 from citadel.tools.approvals import MAX_LIST, Approval, ApprovalStatus, ApprovalStore, TaskKind
 from citadel.tools.honeypots import shown_run_id
-from citadel.tools.reviews import ANSWER, SINGLE_SHOT_PREFIX, ReviewReason
+from citadel.tools.reviews import ANSWER, ReviewReason, has_run
 from citadel.tools.policy import Action, PolicyEngine, Reason
 from citadel.tools.spec import TOOL_NAME_PATTERN
 from serving.services.access import Caller
@@ -155,10 +155,10 @@ class ApprovalsService:
         held single-shot answer has no run: the user asks again, and every check runs again."""
         if self.webhook is not None and not decided.honeypot:
             self.webhook.send({"approval_id": decided.approval_id, "kind": str(decided.kind), "tool": decided.tool,
-                               "run_id": None if decided.run_id.startswith(SINGLE_SHOT_PREFIX) else decided.run_id,
+                               "run_id": decided.run_id if has_run(decided) else None,
                                "tenant_id": decided.tenant_id, "status": str(decided.status),
                                "decided_by": decided.decided_by, "decided_at": decided.decided_at})
-        if decided.run_id.startswith(SINGLE_SHOT_PREFIX):
+        if not has_run(decided):
             return
         self.runs.append(decided.run_id, EventType.PROGRESS, {
             "key": f"approval_decided:{decided.approval_id}", "stage": "approval_decided",

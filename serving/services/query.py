@@ -52,10 +52,12 @@ class QueryService:
         self.metrics = metrics
 
     # ------------------------------------------------------------------ budgets
-    def charge(self, principal: Principal, text: str) -> None:
-        """Charge one request and its estimated cost, before any work. Budgets guard spending, so an
-        unreachable store refuses (fails closed) rather than letting requests through uncounted."""
-        cost = self._estimated_cost(text)
+    def charge(self, principal: Principal, text: str) -> int:
+        """Charge one request and its estimated cost, before any work; the tokens paid for. Budgets
+        guard spending, so an unreachable store refuses (fails closed) rather than letting requests
+        through uncounted. A run is charged this way when it starts (its steps charge the rest)."""
+        tokens = self._estimated_tokens(text)
+        cost = tokens / TOKENS_PER_THOUSAND * self.config.state.cost_per_1k_tokens
         try:
             decision = self.state.budgets.charge(principal.tenant_id, principal.user_id, 1, cost)
         except StateUnavailable as error:
@@ -64,11 +66,11 @@ class QueryService:
             self.metrics.budget_rejected(principal.tenant_id)
             raise BudgetExhausted(decision.reason or "budget exhausted", retry_after_s=decision.retry_after_s)
         self.metrics.charged(principal.tenant_id, principal.user_id, cost)
+        return tokens
 
-    def _estimated_cost(self, text: str) -> float:
+    def _estimated_tokens(self, text: str) -> int:
         answer = self.config.answer
-        tokens = len(text.split()) * TOKENS_PER_WORD + answer.total_token_budget + answer.max_new_tokens
-        return tokens / TOKENS_PER_THOUSAND * self.config.state.cost_per_1k_tokens
+        return int(len(text.split()) * TOKENS_PER_WORD + answer.total_token_budget + answer.max_new_tokens)
 
     # ------------------------------------------------------------------ retrieve
     def retrieve(self, caller: Caller, query: str, top_k: int, request_id: str,

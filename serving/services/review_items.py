@@ -67,7 +67,8 @@ def spec_identifiers(spec: ToolSpec) -> set[str]:
 REVIEW_TITLES = {"conflict_undated": "Versions disagree and no reliable date settles it",
                  "missing_reference": "The answer cited a reference that does not exist",
                  "invalid_tool_response": "A tool answered with something its schema refuses",
-                 "action_out_of_scope": "An action outside the tool's policy"}
+                 "action_out_of_scope": "An action outside the tool's policy",
+                 "suspicious_content": "A document holds text addressed to AI assistants"}
 
 
 def title_of(approval: Approval) -> str:
