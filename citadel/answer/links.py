@@ -54,7 +54,7 @@ MAX_DOMAINS = 1_000
 def host_of(url: str) -> str | None:
     """The URL's host, lowercased (a `www.` URL without a scheme is read as http); None when it has
     none or its scheme is not http(s)."""
-    candidate = url if "://" in url else f"http://{url}"
+    candidate = f"http://{url}" if url[:4].lower() == "www." else url
     try:
         parts = urlsplit(candidate)
         host = parts.hostname
