@@ -136,11 +136,16 @@ class Catalog(Protocol):
     def mark_dead_letter_retried(self, dead_letter_id: int) -> None: ...
     def audit(self, actor: str, action: str, tenant_id: str, target: str, detail: dict[str, Any]) -> None: ...
 
-    # the answer log: append-only rows keyed by a server row id; the retention purge is its only deleter
+    # the answer log: append-only rows keyed by a server row id; deleted only by the retention purge
+    # and by a withdrawal (the rows citing the withdrawn document)
     def log_answer(self, request_id: str, tenant_id: str, user_id: str, question: str, response: dict[str, Any],
                    correlation_id: str | None = None, cached: bool = False) -> int: ...
     def purge_answers(self, older_than_s: float) -> int:
         """Delete answer-log rows older than `older_than_s` seconds; returns how many."""
+    def forget_answers_citing(self, tenant_id: str, document_id: str) -> int:
+        """Delete the tenant's answer-log rows whose answer cites this document (and so may quote it;
+        a withdrawal deletes it, citadel/ingest/withdrawal.py); returns how many. The
+        deleted text is overwritten where the backend can (SQLite: secure_delete, WAL truncated)."""
     def answer_entry(self, request_id: str, tenant_id: str, user_id: str) -> dict[str, Any] | None:
         """The newest answer-log row of this request id that belongs to this tenant and user (None
         otherwise: another user's answer looks missing)."""
@@ -156,6 +161,8 @@ class Catalog(Protocol):
 class CatalogAudit(Protocol):
     def manifest(self, tenant_id: str, document_id: str, version: int) -> list[str]:
         """The chunk ids of one document version, sorted."""
+    def document_chunk_ids(self, tenant_id: str, document_id: str) -> set[str]:
+        """The chunk ids of every recorded version of the document (what a withdrawal must delete)."""
     def audit_log(self, tenant_id: str | None = None) -> list[dict[str, Any]]:
         """Audit rows (actor, action, tenant_id, target, detail as a dict), oldest first."""
     def answer_log(self, tenant_id: str | None = None, limit: int = 1_000) -> list[dict[str, Any]]:

@@ -153,6 +153,11 @@ class PostgresCatalog:
         )
         return [r["chunk_id"] for r in rows]
 
+    def document_chunk_ids(self, tenant_id: str, document_id: str) -> set[str]:
+        rows = self._query("SELECT chunk_id FROM chunk_manifests WHERE tenant_id = %s AND document_id = %s",
+                           (tenant_id, document_id))
+        return {r["chunk_id"] for r in rows}
+
     # -------------------------------------------------------------- publishing
     def published_segment(self, tenant_id: str) -> str | None:
         rows = self._query("SELECT segment_id FROM partitions WHERE tenant_id = %s", (tenant_id,))
@@ -355,6 +360,15 @@ class PostgresCatalog:
     def purge_answers(self, older_than_s: float) -> int:
         with self._tx() as cur:
             cur.execute("DELETE FROM answer_log WHERE ts < %s", (time.time() - older_than_s,))
+            return cur.rowcount
+
+    def forget_answers_citing(self, tenant_id: str, document_id: str) -> int:
+        """The rows whose answer cites the document go; Postgres reclaims their space at the next VACUUM."""
+        with self._tx() as cur:
+            cur.execute(
+                "DELETE FROM answer_log WHERE tenant_id = %s AND jsonb_path_exists(response::jsonb,"
+                " '$.citations[*] ? (@.document_id == $doc)', jsonb_build_object('doc', %s::text))",
+                (tenant_id, document_id))
             return cur.rowcount
 
     def record_feedback(self, answer_id: str, tenant_id: str, user_id: str, vote: str, reason: str | None,

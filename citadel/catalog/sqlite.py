@@ -32,6 +32,10 @@ ANSWER_LOG_READ_LIMIT = 1_000
 # The first answer-log layout (keyed by the client's request id), renamed while it is migrated.
 _FIRST_ANSWER_LOG = "answer_log_v1"
 
+# An answer-log row's answer cites the document (and so may quote it; its `passages` list holds ids only).
+_CITES_DOCUMENT = ("EXISTS (SELECT 1 FROM json_each(response, '$.citations') AS item"
+                   " WHERE json_extract(item.value, '$.document_id') = ?)")
+
 log = logging.getLogger(__name__)
 
 
@@ -46,6 +50,9 @@ class SQLiteCatalog:
         self._conn.execute("PRAGMA journal_mode=WAL")
         self._conn.execute("PRAGMA foreign_keys=ON")
         self._conn.execute("PRAGMA busy_timeout=5000")
+        # Deleted rows are overwritten with zeros, not left in free pages: a withdrawal's deleted
+        # answers must not be recoverable from the file (citadel/ingest/withdrawal.py).
+        self._conn.execute("PRAGMA secure_delete=ON")
         schema = resources.files("citadel.catalog").joinpath("schema.sql").read_text()
         _set_aside_first_answer_log(self._conn)
         self._conn.executescript(schema)
@@ -172,6 +179,11 @@ class SQLiteCatalog:
             (tenant_id, document_id, version),
         )
         return [r["chunk_id"] for r in rows]
+
+    def document_chunk_ids(self, tenant_id: str, document_id: str) -> set[str]:
+        rows = self._query("SELECT chunk_id FROM chunk_manifests WHERE tenant_id=? AND document_id=?",
+                           (tenant_id, document_id))
+        return {r["chunk_id"] for r in rows}
 
     # -------------------------------------------------------------- publishing
     def published_segment(self, tenant_id: str) -> str | None:
@@ -446,6 +458,21 @@ class SQLiteCatalog:
     def purge_answers(self, older_than_s: float) -> int:
         with self._tx() as db:
             return db.execute("DELETE FROM answer_log WHERE ts < ?", (time.time() - older_than_s,)).rowcount
+
+    def forget_answers_citing(self, tenant_id: str, document_id: str) -> int:
+        with self._tx() as db:
+            forgotten = db.execute(
+                f"DELETE FROM answer_log WHERE tenant_id = ? AND json_valid(response) AND {_CITES_DOCUMENT}",
+                (tenant_id, document_id)).rowcount
+        self._truncate_wal()
+        return forgotten
+
+    def _truncate_wal(self) -> None:
+        """Copy the WAL into the database and empty it: the WAL still holds the pages as they were
+        before the delete. Best effort: a reader of another process may keep it from finishing, and
+        the next checkpoint overwrites those frames anyway."""
+        with self._lock, _unavailable_on_error("checkpoint"):
+            self._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
 
 
 def _table_columns(db: sqlite3.Connection, table: str) -> set[str]:

@@ -264,6 +264,27 @@ def test_the_retention_purge_removes_only_old_rows(catalog):
     assert catalog.answer_log() == []
 
 
+def test_a_withdrawal_forgets_only_the_answers_citing_the_document(catalog):
+    cited = {"answer": "quote [1]", "citations": [{"document_id": "memo", "version": 1}],
+             "passages": [{"document_id": "memo"}]}
+    catalog.log_answer("cites", T1, "alice", "q", cited)
+    catalog.log_answer("retrieved-only", T1, "alice", "q", {"citations": [], "passages": [{"document_id": "memo"}]})
+    catalog.log_answer("other-doc", T1, "alice", "q", {"citations": [{"document_id": "memo-2", "version": 1}]})
+    catalog.log_answer("other-tenant", T2, "alice", "q", cited)
+    catalog.log_answer("refusal", T1, "alice", "q", {"refused": True, "citations": None})
+    assert catalog.forget_answers_citing(T1, "memo") == 1
+    assert [r["request_id"] for r in catalog.answer_log()] == ["retrieved-only", "other-doc", "other-tenant",
+                                                                 "refusal"]
+    assert catalog.forget_answers_citing(T1, "memo") == 0
+
+
+def test_document_chunk_ids_span_every_version(catalog):
+    catalog.publish(T1, "seg1", "tiny", [stage("memo", 1)], "job1")
+    catalog.publish(T1, "seg2", "tiny", [stage("memo", 2), stage("other", 1)], "job2")
+    assert catalog.document_chunk_ids(T1, "memo") == {make_chunk_id(T1, "memo", v, i) for v in (1, 2) for i in range(3)}
+    assert catalog.document_chunk_ids(T1, "missing") == set()
+
+
 # -- failure ----------------------------------------------------------------------------------
 
 
