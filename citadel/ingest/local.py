@@ -35,6 +35,8 @@ from citadel.ingest.steps import (
     verify_built,
 )
 from citadel.segments.build import chunks_to_table
+from citadel.segments.expunge import base_holds, stack_holds
+from citadel.segments.layout import prune_segments, tenant_root
 from citadel.types import validate_tenant_id
 
 Progress = Callable[[str, int, int], None]
@@ -161,6 +163,39 @@ class Ingestor:
             report.seconds["build_publish"] = time.perf_counter() - started
         report.status = "succeeded"
         self._catalog.finish_job(report.job_id, report.status, report.to_dict())
+        return report
+
+    def expunge(self, tenant_id: str, document_id: str) -> JobReport | None:
+        """Delete a withdrawn document's rows from the tenant's partition files: publish the partition
+        without them (a delta when only the delta holds them, else a rebuilt base), then delete every
+        segment the new pointer does not need, the previous one included (citadel.segments.expunge).
+        The catalog must already exclude the document (its rows are not live). None when the tenant
+        has nothing published."""
+        validate_tenant_id(tenant_id)
+        partitions_dir = self._config.partitions_dir
+        with tenant_lock(partitions_dir, tenant_id):
+            published = self._catalog.published_segment(tenant_id)
+            if published is None:
+                return None
+            root = tenant_root(partitions_dir, tenant_id)
+            if not stack_holds(root, published, document_id):
+                prune_segments(partitions_dir, tenant_id, keep={published})  # an older segment may hold it
+                return None
+            if self._model_changed(tenant_id):  # stored vectors of another model are never reused
+                report = self._reembed_locked(tenant_id)
+            else:
+                report = self._expunge_locked(tenant_id, base_holds(root, published, document_id))
+            prune_segments(partitions_dir, tenant_id, keep={report.segment_id})
+        return report
+
+    def _expunge_locked(self, tenant_id: str, rebuild: bool) -> JobReport:
+        report = JobReport(self._catalog.create_job(tenant_id, "expunge"), tenant_id)
+        with recorded(self._catalog, report):
+            started = time.perf_counter()
+            self._build_and_publish(report, chunks_to_table([]), np.zeros((0, self._embedder.dim), np.float32), [],
+                                    force_rebuild=rebuild)
+            report.seconds["build_publish"] = time.perf_counter() - started
+            report.status = "succeeded"
         return report
 
     def reembed(self, tenant_id: str) -> JobReport:
