@@ -241,14 +241,18 @@ def withdraw(
     doc: str = typer.Option(..., "--doc", help="Document id."),
     config: Optional[Path] = ConfigOption,
 ) -> None:
-    """Withdraw a document: it stops being returned on the next query."""
+    """Withdraw a document: it stops being returned on the next query, then its text is deleted from
+    the partition files, its raw uploads and the answer log (citadel/ingest/withdrawal.py)."""
     from citadel.errors import NotFound
+    from citadel.ingest.withdrawal import withdraw_document
 
+    runtime = Wiring(config_path=config)
     try:
-        Wiring(config_path=config).catalog.withdraw(tenant, doc, actor="cli")
+        report = withdraw_document(runtime.catalog, runtime.ingestor(), runtime.config.home,
+                                   runtime.config.partitions_dir, tenant, doc, actor="cli")
     except NotFound as error:
         _fail(str(error))
-    print(json.dumps({"tenant_id": tenant, "document_id": doc, "status": "withdrawn"}))
+    print(json.dumps(report.to_dict()))
 
 
 @app.command()

@@ -3,7 +3,7 @@ withdrawals and ACL changes, each scoped to the admin's tenants and run once per
 
 Trusted fields come from the request, never from the document: a file's front matter may title it
 but never sets who reads it or what it replaces. Each write invalidates the cached answers it can
-make wrong.
+make wrong; a withdrawal also deletes the document's text everywhere under the home.
 """
 
 from __future__ import annotations
@@ -13,7 +13,6 @@ import json
 import logging
 import threading
 import time
-import uuid
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
@@ -22,6 +21,8 @@ from citadel.config import CitadelConfig
 from citadel.errors import Conflict, InvalidRequest, NotFound, PayloadTooLarge
 from citadel.identity.credentials import ServiceIdentity
 from citadel.ingest.sources import AclSpec, SourceFile, TrustedFields
+from citadel.ingest.uploads import upload_path
+from citadel.ingest.withdrawal import withdraw_document
 from citadel.state import State
 from citadel.state.base import IdempotencyStatus, StateUnavailable
 from citadel.tools.pause import MemoryPauseSwitch, PauseSwitch
@@ -88,7 +89,7 @@ class AdminService:
         self._check_supersedes(tenant_id, document_id, fields.supersedes)
         self.catalog.ensure_tenant(tenant_id)
         job_id = self.catalog.create_job(tenant_id, "ingest")
-        path = self.config.home / "uploads" / tenant_id / job_id / f"{_safe_name(document_id)}{suffix}"
+        path = upload_path(self.config.home, tenant_id, job_id, document_id, suffix)
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_bytes(content)
         self.catalog.audit(admin.id, "upload", tenant_id, document_id, {"job_id": job_id, "bytes": len(content)})
@@ -134,11 +135,15 @@ class AdminService:
         return job
 
     def withdraw(self, admin: ServiceIdentity, tenant_id: str, document_id: str) -> dict:
+        """Unreadable at once, then deleted: its partition rows, raw upload, cached and logged answers
+        (citadel/ingest/withdrawal.py). Returns once nothing under the home holds its text."""
         require_tenant(admin, tenant_id)
         self._known_document(tenant_id, document_id)
-        self.catalog.withdraw(tenant_id, document_id, admin.id)
-        self.cache.invalidate(tenant_id, [document_id])
-        return {"tenant_id": tenant_id, "document_id": document_id, "status": "withdrawn"}
+        report = withdraw_document(self.catalog, self._ingestor_factory(), self.config.home,
+                                   self.config.partitions_dir, tenant_id, document_id, admin.id,
+                                   invalidate_cache=self.cache.invalidate)
+        return {"tenant_id": tenant_id, "document_id": document_id, "status": report.status,
+                "deleted": {"raw_files": report.raw_files_deleted, "answers": report.answers_forgotten}}
 
     def set_acl(self, admin: ServiceIdentity, tenant_id: str, document_id: str, groups: list[str]) -> dict:
         require_tenant(admin, tenant_id)
@@ -181,8 +186,3 @@ class AdminService:
         if self.catalog.get_document(tenant_id, document_id) is None:
             raise NotFound(f"tenant {tenant_id!r} has no document {document_id!r}")
 
-
-def _safe_name(document_id: str) -> str:
-    """A file name for an uploaded document: its id with anything but [A-Za-z0-9._-] replaced."""
-    cleaned = "".join(c if c.isalnum() or c in "._-" else "_" for c in document_id)
-    return cleaned.strip(".") or uuid.uuid4().hex
