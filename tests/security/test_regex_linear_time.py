@@ -32,7 +32,8 @@ REPOSITORY = Path(__file__).resolve().parents[2]
 # The modules whose patterns see questions, document text, passages or answers built from them.
 MODULES = [
     "citadel.guardrails.text", "citadel.guardrails.injection", "citadel.guardrails.planted",
-    "citadel.guardrails.pii", "citadel.guardrails.topics", "citadel.parsing.markdown", "citadel.parsing.text",
+    "citadel.guardrails.pii", "citadel.guardrails.personal", "citadel.guardrails.topics", "citadel.parsing.markdown",
+    "citadel.parsing.text",
     "citadel.parsing.pdf", "citadel.chunking", "citadel.ingest.sources", "citadel.index.bm25", "citadel.embedding.fake",
     "citadel.answer.conflicts", "citadel.answer.expand", "citadel.generation.backends", "citadel.answer.prompt",
     "citadel.answer.text", "citadel.answer.validator", "citadel.answer.glossary", "citadel.answer.slots",
