@@ -231,6 +231,19 @@ class AnswerConfig(_Section):
         3_600.0, ge=0, description="How often each serving process purges expired answer-log entries in the "
         "background (0: only `citadel purge-logs` and the request path do)."
     )
+    prompt_retention_days: int = Field(
+        30, ge=0, description="Prompts and replies the generator was sent and returned are kept encrypted "
+        "(AES-GCM) this long for investigation, purged with the answer log; 0 keeps none. Read by platform "
+        "admins only, each read audited (`citadel logs show`, GET /v1/admin/prompts/{request_id})."
+    )
+    prompt_key_env: str = Field(
+        "CITADEL_PROMPT_KEYS", description="Environment variable holding the prompt keys as `kid:base64key` pairs, "
+        "newest last (a KMS or secret store sets it); unset: <home>/secrets/prompt_keys.json, made on first use."
+    )
+    mask_known_users: bool = Field(
+        True, description="Mask the user ids the catalog knows (as `[name]`) in spans, log lines and the answer "
+        "log, besides e-mail addresses, phone numbers, bank details, national ids and IP addresses."
+    )
     screen_cache_chunks: int = Field(
         100_000, ge=0,
         description="Chunks whose planted-instruction verdict is remembered (a chunk's text never changes, "

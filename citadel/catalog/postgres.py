@@ -36,6 +36,7 @@ from citadel.types import Principal, validate_tenant_id
 READABLE_STATUS = "published"
 TENANT_WIDE = "tenant"
 ANSWER_LOG_READ_LIMIT = 1_000
+KNOWN_USERS_LIMIT = 100_000
 # The first key of the two-key advisory locks that serialise one tenant's document writes
 # (the second is the tenant id's hash); distinct from the migration lock's single key.
 _TENANT_WRITE_LOCK = 0x63_74_64_6C  # "ctdl"
@@ -370,6 +371,31 @@ class PostgresCatalog:
                 " '$.citations[*] ? (@.document_id == $doc)', jsonb_build_object('doc', %s::text))",
                 (tenant_id, document_id))
             return cur.rowcount
+
+    # ----------------------------------------------- the prompt vault's rows (ciphertext only)
+    def keep_prompt(self, request_id: str, tenant_id: str, user_id: str, kid: str, nonce: bytes,
+                    ciphertext: bytes) -> None:
+        with self._tx() as cur:
+            cur.execute("INSERT INTO prompt_vault (request_id, ts, tenant_id, user_id, kid, nonce, ciphertext)"
+                        " VALUES (%s, %s, %s, %s, %s, %s, %s)",
+                        (request_id, time.time(), tenant_id, user_id, kid, bytes(nonce), bytes(ciphertext)))
+
+    def kept_prompt(self, request_id: str) -> dict[str, Any] | None:
+        """The newest vault row of this request id (ts, tenant_id, user_id, kid, nonce, ciphertext)."""
+        rows = self._query("SELECT * FROM prompt_vault WHERE request_id = %s ORDER BY id DESC LIMIT 1", (request_id,))
+        return {**rows[0], "nonce": bytes(rows[0]["nonce"]), "ciphertext": bytes(rows[0]["ciphertext"])} \
+            if rows else None
+
+    def purge_prompts(self, older_than_s: float) -> int:
+        with self._tx() as cur:
+            cur.execute("DELETE FROM prompt_vault WHERE ts < %s", (time.time() - older_than_s,))
+            return cur.rowcount
+
+    def known_users(self, limit: int = KNOWN_USERS_LIMIT) -> list[str]:
+        """User ids the catalog has seen ask or vote (for masking their names in logs and spans)."""
+        rows = self._query("SELECT user_id FROM answer_log UNION SELECT user_id FROM answer_feedback LIMIT %s",
+                           (int(limit),))
+        return [r["user_id"] for r in rows]
 
     def record_feedback(self, answer_id: str, tenant_id: str, user_id: str, vote: str, reason: str | None,
                         comment: str, sources: list[dict[str, Any]]) -> int:

@@ -3,7 +3,9 @@
 Enforced by a purge job, not only on the request path (where AnswerService also purges, at most
 hourly): `citadel purge-logs` for a cron job or a Kubernetes CronJob, and a background thread in every
 serving process (`answer.answer_log_purge_interval_s`), so an idle deployment forgets on time too.
-The purge is the answer log's only deleter (the table refuses updates).
+The purge is the answer log's only deleter (the table refuses updates). The prompts kept encrypted for
+investigation (citadel/guardrails/prompt_vault.py) go by the same purge, after
+`answer.prompt_retention_days`.
 """
 
 from __future__ import annotations
@@ -24,6 +26,14 @@ def retention_s(config) -> float:
 def purge_expired_answers(catalog, config) -> int:
     """Delete the rows older than the retention; returns how many went."""
     return int(catalog.purge_answers(retention_s(config)))
+
+
+def purge_expired_prompts(catalog, config) -> int:
+    """Delete the kept prompts older than their retention (all of them when it is 0); returns how many."""
+    purge = getattr(catalog, "purge_prompts", None)
+    if purge is None:  # a catalog without a prompt vault keeps no prompts
+        return 0
+    return int(purge(float(config.prompt_retention_days) * SECONDS_PER_DAY))
 
 
 class AnswerLogPurger:
@@ -50,6 +60,9 @@ class AnswerLogPurger:
                 purged = purge_expired_answers(self._catalog, self._config)
                 if purged:
                     log.info("answer log: purged %d rows older than the retention", purged)
+                prompts = purge_expired_prompts(self._catalog, self._config)
+                if prompts:
+                    log.info("prompt vault: purged %d records older than the retention", prompts)
             except Exception:  # a failed purge is retried at the next interval; the thread lives on
                 log.exception("answer-log purge failed")
             self._stop.wait(self._interval_s)

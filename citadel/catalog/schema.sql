@@ -123,3 +123,21 @@ CREATE TABLE IF NOT EXISTS answer_feedback (
 CREATE INDEX IF NOT EXISTS answer_feedback_by_tenant ON answer_feedback (tenant_id, ts);
 CREATE TRIGGER IF NOT EXISTS answer_feedback_no_update BEFORE UPDATE ON answer_feedback
 BEGIN SELECT RAISE(ABORT, 'answer_feedback is append-only'); END;
+-- What the generator was sent and returned, kept for investigation, encrypted (AES-GCM) by
+-- citadel/guardrails/prompt_vault.py: only the key id, the nonce and the ciphertext are stored, so
+-- a copy of this file reveals nothing. Read by platform admins (each read audited); purged with the
+-- answer log after answer.prompt_retention_days. Rows are never changed.
+CREATE TABLE IF NOT EXISTS prompt_vault (
+    id          INTEGER PRIMARY KEY AUTOINCREMENT,
+    request_id  TEXT NOT NULL,
+    ts          REAL NOT NULL,
+    tenant_id   TEXT NOT NULL,
+    user_id     TEXT NOT NULL,
+    kid         TEXT NOT NULL,
+    nonce       BLOB NOT NULL,
+    ciphertext  BLOB NOT NULL
+);
+CREATE INDEX IF NOT EXISTS prompt_vault_by_request ON prompt_vault (request_id);
+CREATE INDEX IF NOT EXISTS prompt_vault_by_ts ON prompt_vault (ts);
+CREATE TRIGGER IF NOT EXISTS prompt_vault_no_update BEFORE UPDATE ON prompt_vault
+BEGIN SELECT RAISE(ABORT, 'prompt_vault is append-only'); END;

@@ -29,6 +29,8 @@ TENANT_WIDE = "tenant"
 _SQL_PARAMETER_BATCH = 500
 # Rows `answer_log()` returns at most (it is for operators and tests, not bulk export).
 ANSWER_LOG_READ_LIMIT = 1_000
+# Most user ids `known_users()` returns (it seeds a masker held in memory by every process).
+KNOWN_USERS_LIMIT = 100_000
 # The first answer-log layout (keyed by the client's request id), renamed while it is migrated.
 _FIRST_ANSWER_LOG = "answer_log_v1"
 
@@ -458,6 +460,30 @@ class SQLiteCatalog:
     def purge_answers(self, older_than_s: float) -> int:
         with self._tx() as db:
             return db.execute("DELETE FROM answer_log WHERE ts < ?", (time.time() - older_than_s,)).rowcount
+
+    # ----------------------------------------------- the prompt vault's rows (ciphertext only)
+    def keep_prompt(self, request_id: str, tenant_id: str, user_id: str, kid: str, nonce: bytes,
+                    ciphertext: bytes) -> None:
+        with self._tx() as db:
+            db.execute("INSERT INTO prompt_vault (request_id, ts, tenant_id, user_id, kid, nonce, ciphertext)"
+                       " VALUES (?, ?, ?, ?, ?, ?, ?)",
+                       (request_id, time.time(), tenant_id, user_id, kid, bytes(nonce), bytes(ciphertext)))
+
+    def kept_prompt(self, request_id: str) -> dict[str, Any] | None:
+        """The newest vault row of this request id (ts, tenant_id, user_id, kid, nonce, ciphertext)."""
+        rows = self._query("SELECT * FROM prompt_vault WHERE request_id=? ORDER BY id DESC LIMIT 1", (request_id,))
+        return {**dict(rows[0]), "nonce": bytes(rows[0]["nonce"]), "ciphertext": bytes(rows[0]["ciphertext"])} \
+            if rows else None
+
+    def purge_prompts(self, older_than_s: float) -> int:
+        with self._tx() as db:
+            return db.execute("DELETE FROM prompt_vault WHERE ts < ?", (time.time() - older_than_s,)).rowcount
+
+    def known_users(self, limit: int = KNOWN_USERS_LIMIT) -> list[str]:
+        """User ids the catalog has seen ask or vote (for masking their names in logs and spans)."""
+        rows = self._query("SELECT user_id FROM answer_log UNION SELECT user_id FROM answer_feedback LIMIT ?",
+                           (int(limit),))
+        return [r["user_id"] for r in rows]
 
     def forget_answers_citing(self, tenant_id: str, document_id: str) -> int:
         with self._tx() as db:
