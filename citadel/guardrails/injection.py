@@ -676,8 +676,6 @@ def encoded_payload(text: str) -> bool:
 CIPHER_WINDOW_WORDS = 8
 CIPHER_MAX_PLAIN_HITS = 1       # common words in the window as written
 CIPHER_MIN_SHIFTED_HITS = 4     # common words after the best shift
-_LETTERS = "abcdefghijklmnopqrstuvwxyz"
-_SHIFTS = [str.maketrans(_LETTERS, _LETTERS[k:] + _LETTERS[:k]) for k in range(1, len(_LETTERS))]
 _LOWER_WORD = regex.compile("guardrails.injection.lower_word", r"[a-z]+")
 _MARKUP = regex.compile("guardrails.injection.markup", r"<[^>\n]{0,200}>|&\w+;")
 _COMMON_WORDS = frozenset(
@@ -688,6 +686,28 @@ _COMMON_WORDS = frozenset(
 )
 
 
+def _shape(word: str) -> tuple[int, ...]:
+    """What a Caesar shift keeps of a word: each letter's distance from the first (mod 26)."""
+    first = ord(word[0])
+    return tuple((ord(char) - first) % 26 for char in word)
+
+
+# The common words by shape: a word shifts into a common word exactly when they share a shape, and the
+# shift is the distance between their first letters (one lookup per word instead of 25 translations).
+_COMMON_BY_SHAPE: dict[tuple[int, ...], tuple[str, ...]] = {}
+for _word in sorted(_COMMON_WORDS):
+    _COMMON_BY_SHAPE[_shape(_word)] = (*_COMMON_BY_SHAPE.get(_shape(_word), ()), _word)
+
+
+def _shifts_to_common(window: set[str]) -> int:
+    """The most distinct words of `window` that one shift (1-25) turns into common words."""
+    hits = [0] * 26
+    for word in window:
+        for common in _COMMON_BY_SHAPE.get(_shape(word), ()):
+            hits[(ord(common[0]) - ord(word[0])) % 26] += 1
+    return max(hits[1:])
+
+
 def shifted_cipher(text: str) -> bool:
     """True when a run of words reads as English only after a Caesar shift. Markup is skipped and a
     hit must be distinct words: repeated table tags ("td", "tr") shift into "of" or "is" by chance."""
@@ -696,10 +716,8 @@ def shifted_cipher(text: str) -> bool:
     for start in range(0, len(words) - CIPHER_WINDOW_WORDS + 1, CIPHER_WINDOW_WORDS // 2):
         if sum(plain[start:start + CIPHER_WINDOW_WORDS]) > CIPHER_MAX_PLAIN_HITS:
             continue
-        window = set(words[start:start + CIPHER_WINDOW_WORDS])
-        for shift in _SHIFTS:
-            if len({word.translate(shift) for word in window} & _COMMON_WORDS) >= CIPHER_MIN_SHIFTED_HITS:
-                return True
+        if _shifts_to_common(set(words[start:start + CIPHER_WINDOW_WORDS])) >= CIPHER_MIN_SHIFTED_HITS:
+            return True
     return False
 
 
