@@ -14,8 +14,10 @@ This process's own TracerProvider is used, never the global one, so a host's (Ra
 left as it is.
 
 A span never carries a user's sensitive text: spans outlive the request like the answer log does,
-so every text field is bounded and any that holds a card number or a secret is redacted
-(citadel/guardrails/redaction.py), whoever passed it.
+so every text field is bounded, any that holds a card number or a secret is redacted
+(citadel/guardrails/redaction.py), and personal data in the rest is masked ("[email]", "[phone]":
+citadel/guardrails/personal.py, with the known user names once the wiring sets its masker), whoever
+passed it.
 """
 
 from __future__ import annotations
@@ -35,12 +37,15 @@ from opentelemetry.sdk.trace.export import (BatchSpanProcessor, ConsoleSpanExpor
                                             SpanExporter, SpanExportResult)
 from opentelemetry.trace import NonRecordingSpan, SpanContext, TraceFlags
 
+from citadel.guardrails.personal import PATTERNS_ONLY, PersonalDataMasker
 from citadel.guardrails.redaction import redacted_text
 
 TRACE_LOGGER = "citadel.trace"
 log = logging.getLogger(TRACE_LOGGER)
 # Longest text a span field keeps (ids and reasons are short; a span is not a place for content).
 MAX_FIELD_CHARS = 256
+# The part of a text field that is screened: a value this long is cut to MAX_FIELD_CHARS anyway.
+MASK_WINDOW_CHARS = 4 * MAX_FIELD_CHARS
 # At most this many chunk ids on one span (a stage returns tens; a span is not a result set).
 MAX_CHUNK_IDS = 200
 ATTRIBUTE_PREFIX = "citadel."
@@ -113,6 +118,14 @@ def make_exporter(kind: str, file: Path | None = None, otlp_endpoint: str | None
 # ---------------------------------------------------------------------- this process's tracer
 _lock = threading.Lock()
 _provider: TracerProvider | None = None
+# What masks personal data in span fields: the patterns until the wiring sets one with known names.
+_masker: PersonalDataMasker = PATTERNS_ONLY
+
+
+def set_span_masker(masker: PersonalDataMasker) -> None:
+    """Mask span fields with `masker` from now on (the wiring's, which knows the catalog's users)."""
+    global _masker
+    _masker = masker
 
 
 def configure_tracing(kind: str = "log", file: Path | None = None, otlp_endpoint: str | None = None,
@@ -219,9 +232,11 @@ def _duration_ns(duration_ms: float) -> int:
 
 
 def _safe(value):
-    """A field as a span may carry it: text bounded, and redacted when it holds sensitive data."""
+    """A field as a span may carry it: text bounded, redacted when it holds sensitive data, personal
+    data masked. Cut to a few times the field's size before masking (a bounded cost), and to the
+    field's size after it (so no cut leaves half an address unmasked)."""
     if isinstance(value, str):
-        return redacted_text(value)[:MAX_FIELD_CHARS]
+        return _masker.mask(redacted_text(value[:MASK_WINDOW_CHARS]))[:MAX_FIELD_CHARS]
     return value
 
 

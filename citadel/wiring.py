@@ -18,6 +18,8 @@ from functools import cached_property
 from typing import Any, Callable
 
 from citadel.config import CitadelConfig, load_config
+from citadel.guardrails.log_masking import install_log_masking
+from citadel.guardrails.personal import PATTERNS_ONLY
 from citadel.tracing import configure_from_config
 
 
@@ -44,6 +46,7 @@ class Wiring:
         threads for the Serve deployment it runs in; `clock`: identity and budgets on a fake clock."""
         self.config = config or load_config(config_path)
         configure_from_config(self.config)  # this process's spans go where the config says
+        install_log_masking(PATTERNS_ONLY)  # its log lines without personal data (known names: `personal_data`)
         self.resilience = resilience
         self.stages = stages or Stages()
         self.clock = clock
@@ -223,7 +226,7 @@ class Wiring:
         answer = self.config.answer
         expander = SectionExpander(ExpansionBudget(answer.max_sources, answer.source_token_budget,
                                                    answer.total_token_budget))
-        return AnswerService(self.retriever, self.partitions, self.reranker, make_gate(answer), self.generator,
+        service = AnswerService(self.retriever, self.partitions, self.reranker, make_gate(answer), self.generator,
                              self.catalog, AnswerSettings.from_config(answer), expander,
                              AnswerValidator(answer.min_support), self.router,
                              PlantedScreen(answer.screen_cache_chunks), self.memo,
@@ -231,6 +234,36 @@ class Wiring:
                              PromptAssembler.for_generator(self.generator, self.config.agent),
                              self.pause_switch.is_paused, self.reader if answer.confirm else None,
                              ConfirmSettings.from_config(answer))
+        return self._keeping_personal_data_in(service)
+
+    def _keeping_personal_data_in(self, service):
+        """The answer service with this process's masker (its answer log) and prompt vault."""
+        service.personal_data = self.personal_data
+        service.prompt_vault = self.prompt_vault
+        return service
+
+    @cached_property
+    def personal_data(self):
+        """The masker of personal data in spans, log lines and the answer log: the patterns, and the
+        user ids the catalog knows (read once, at the first use in this process). Spans use it too."""
+        from citadel.guardrails.personal import PersonalDataMasker
+        from citadel.tracing import set_span_masker
+
+        known = getattr(self.raw_catalog, "known_users", None)
+        masker = PersonalDataMasker(known() if known is not None and self.config.answer.mask_known_users else ())
+        set_span_masker(masker)
+        return masker
+
+    @cached_property
+    def prompt_vault(self):
+        """Where prompts and replies are kept encrypted (the catalog), or None when none are kept."""
+        from citadel.guardrails.prompt_keys import keyring_for
+        from citadel.guardrails.prompt_vault import PromptVault
+
+        answer = self.config.answer
+        if answer.prompt_retention_days <= 0:
+            return None
+        return PromptVault(self.raw_catalog, keyring_for(self.config.secrets_dir, answer.prompt_key_env))
 
     # ------------------------------------------------------------------ the agentic path
     @cached_property

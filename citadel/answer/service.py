@@ -9,6 +9,7 @@ route → retrieve (~50 fused, live-checked candidates) → drop planted instruc
 from __future__ import annotations
 
 import concurrent.futures
+import logging
 import threading
 import time
 import uuid
@@ -29,7 +30,7 @@ from citadel.answer.gate import (CLARIFY, NEEDS_CLARIFICATION, NO_ELIGIBLE_SOURC
 from citadel.answer.gate_model import CalibratedGate
 from citadel.answer.glossary import glossary_of
 from citadel.answer.semantic import ClaimSupport, term_matches
-from citadel.generation.backends import ExtractiveGenerator
+from citadel.generation.backends import ExtractiveGenerator, messages_for
 from citadel.generation.base import Generator
 from citadel.answer.prompt import PROMPT_VERSION, AssembledPrompt, PromptAssembler, PromptItem, source_records
 from citadel.answer.text import content_terms, decompound, spell_out_shorthand
@@ -38,12 +39,16 @@ from citadel.catalog.base import Catalog
 from citadel.tools.spec import MODEL_TARGET
 from citadel.config import AgentConfig
 from citadel.guardrails.base import QuestionRouter
-from citadel.guardrails.redaction import loggable_question, withheld_entry
+from citadel.guardrails.personal import PATTERNS_ONLY
+from citadel.guardrails.pii import sensitive_data_kind
+from citadel.guardrails.redaction import loggable_question, masked_record, withheld_entry
 from citadel.guardrails.router import AllowAllRouter
 from citadel.segments.partition import Partition
 from citadel.rerank.base import Reranker
 from citadel.retrieval.partitions import PartitionCache
 from citadel.types import Degradation, Passage, Principal
+
+log = logging.getLogger(__name__)
 
 # The three outcomes a client renders (DESIGN.md §4 step 6): an asserted answer; the topic found but
 # the asked fact not (nothing asserted, the closest sections cited); nothing on topic readable.
@@ -247,6 +252,10 @@ class AnswerService:
         self.confirm_settings = confirm_settings or ConfirmSettings()
         self._rerank_pool = concurrent.futures.ThreadPoolExecutor(RERANK_WORKERS, thread_name_prefix="rerank")
         self._last_purge: float | None = None
+        # Personal data masked in the answer log (the wiring's masker knows the catalog's users), and
+        # where what the generator was sent and returned is kept, encrypted (None: not kept).
+        self.personal_data = PATTERNS_ONLY
+        self.prompt_vault = None
 
     @property
     def router(self) -> QuestionRouter:
@@ -420,6 +429,7 @@ class AnswerService:
         with timer.stage("generate"):
             draft, model_id = self._generate(prompt.task if prompt else query, sources, degraded, assembled,
                                              principal.tenant_id)
+        self._keep_prompt(request_id, principal, prompt.task if prompt else query, sources, assembled, draft)
         by_number = {s.number: s.passage for s in sources}
         trace.drafted = [by_number[n] for n in dict.fromkeys(marker_numbers(draft)) if n in by_number]
         with timer.stage("validate"):
@@ -587,9 +597,24 @@ class AnswerService:
         logged = loggable_question(question, entry.get("reason"))
         if logged != question:
             entry = withheld_entry(entry)
+        else:  # personal data is masked, the rest of the question kept
+            logged, entry = masked_record(question, entry, self.personal_data)
         self.catalog.log_answer(request_id, principal.tenant_id, principal.user_id, logged, entry,
                                 correlation_id=correlation_id, cached=cached)
         self._maybe_purge()
+
+    def _keep_prompt(self, request_id: str, principal: Principal, question: str, sources: Sequence[Source],
+                     prompt: AssembledPrompt | None, reply: str) -> None:
+        """Keep what the generator was sent and returned, encrypted, for investigation. Never a question
+        holding a card number or a secret (the reply promised it was not stored); a vault that fails
+        costs the record, never the answer."""
+        if self.prompt_vault is None or sensitive_data_kind(question):
+            return
+        try:
+            self.prompt_vault.put(request_id, principal.tenant_id, principal.user_id,
+                                  messages_for(question, sources, prompt), reply)
+        except Exception as error:
+            log.warning("prompt not kept for request %s: %s", request_id, type(error).__name__)
 
     def _maybe_purge(self) -> None:
         now = time.monotonic()

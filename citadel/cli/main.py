@@ -83,6 +83,15 @@ def _add_runs() -> None:
 _add_runs()
 
 
+def _add_logs() -> None:
+    from citadel.cli.logs_cmd import logs_app
+
+    app.add_typer(logs_app, name="logs")
+
+
+_add_logs()
+
+
 def _add_tools() -> None:
     from citadel.cli.tools_cmd import approvals_app, tools_app
 
@@ -327,12 +336,19 @@ def tenants(as_json: bool = typer.Option(False, "--json"), config: Optional[Path
 @app.command("purge-logs")
 def purge_logs(config: Optional[Path] = ConfigOption) -> None:
     """Delete answer-log entries older than `answer.answer_log_retention_days` (run it from cron or a
-    CronJob; serving processes also purge every `answer.answer_log_purge_interval_s`)."""
-    from citadel.catalog.retention import purge_expired_answers
+    CronJob; serving processes also purge every `answer.answer_log_purge_interval_s`), and kept prompts
+    older than `answer.prompt_retention_days`."""
+    from citadel.catalog.retention import purge_expired_answers, purge_expired_prompts
+    from citadel.catalog.retention import purge_expired_sessions
 
     runtime = Wiring(config_path=config)
     purged = purge_expired_answers(runtime.catalog, runtime.config.answer)
-    print(json.dumps({"purged": purged, "retention_days": runtime.config.answer.answer_log_retention_days}))
+    # Conversations and runs idle past agent.retention_days go by the same purge.
+    sessions = purge_expired_sessions(runtime.run_store, runtime.conversation_store, runtime.config.agent)
+    prompts = purge_expired_prompts(runtime.catalog, runtime.config.answer)
+    print(json.dumps({"purged": purged, "retention_days": runtime.config.answer.answer_log_retention_days,
+                      "prompts_purged": prompts, "prompt_retention_days": runtime.config.answer.prompt_retention_days,
+                      **sessions, "session_retention_days": runtime.config.agent.retention_days}))
 
 
 @app.command("dead-letters")
@@ -360,6 +376,10 @@ _add_capacity()
 
 
 def main() -> None:
+    from citadel.guardrails.log_masking import install_log_masking
+    from citadel.guardrails.personal import PATTERNS_ONLY
+
+    install_log_masking(PATTERNS_ONLY)  # the commands' log lines carry no personal data
     app()
 
 

@@ -4,6 +4,10 @@ A question that holds a card number or a secret is never stored, not even in par
 tells the user it "was not processed or stored", and every record agrees. Withholding the whole
 question (rather than masking the match) also covers what the patterns miss around the match (the
 expiry date and CVC that follow a card number, the account a password belongs to).
+
+Personal data (e-mail addresses, phone numbers, bank details, national ids, IP addresses, known user
+names) is masked instead (citadel/guardrails/personal.py): each value becomes a typed placeholder in
+every text of the record, and the rest stays readable for the audit.
 """
 
 from __future__ import annotations
@@ -11,6 +15,7 @@ from __future__ import annotations
 from typing import Any
 
 from citadel.catalog.base import WITHHELD_QUESTION
+from citadel.guardrails.personal import PATTERNS_ONLY, PersonalDataMasker
 from citadel.guardrails.pii import sensitive_data_kind
 from citadel.guardrails.router import SENSITIVE_DATA
 
@@ -19,8 +24,8 @@ REDACTED = "[redacted]"
 # Answer-log fields made from the question's words, dropped with a withheld question.
 DERIVED_FROM_QUESTION = ("search_query",)
 
-__all__ = ["REDACTED", "SENSITIVE_DATA", "WITHHELD_QUESTION", "loggable_question", "redacted_text",
-           "withheld_entry"]
+__all__ = ["REDACTED", "SENSITIVE_DATA", "WITHHELD_QUESTION", "loggable_question", "masked_record",
+           "redacted_text", "withheld_entry"]
 
 
 def loggable_question(question: str, refusal_reason: str | None) -> str:
@@ -53,3 +58,24 @@ def _redacted(value: Any) -> Any:
 def redacted_text(text: str) -> str:
     """`text`, or REDACTED when it carries a card number or a secret."""
     return REDACTED if sensitive_data_kind(text) else text
+
+
+def masked_record(question: str, entry: dict[str, Any],
+                  masker: PersonalDataMasker = PATTERNS_ONLY) -> tuple[str, dict[str, Any]]:
+    """The question and its log entry with personal data masked in every text. When the question held
+    some, the gate's missing terms go too: they are single words of the question, so pieces of an
+    address or a number ("jane", "7946") that no pattern recognises alone."""
+    masked_question = masker.mask(question)
+    if masked_question != question and isinstance(entry.get("gate"), dict):
+        entry = {**entry, "gate": {k: v for k, v in entry["gate"].items() if k != "missing_terms"}}
+    return masked_question, _masked(entry, masker)
+
+
+def _masked(value: Any, masker: PersonalDataMasker) -> Any:
+    if isinstance(value, str):
+        return masker.mask(value)
+    if isinstance(value, dict):
+        return {k: _masked(v, masker) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_masked(v, masker) for v in value]
+    return value

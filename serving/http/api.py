@@ -43,6 +43,7 @@ from serving.http.models import (ERRORS, AclRequest, AnswerRequest, DecisionRequ
 from serving.http.models import AnswerResponse as AnswerBody
 from serving.services.access import Caller
 from serving.services.compose import Services
+from serving.services.prompts import prompt_reads
 from serving.services.runs import is_terminal
 
 log = logging.getLogger(__name__)
@@ -226,6 +227,11 @@ def _add_run_routes(app: FastAPI) -> None:
     async def delete_conversation(request: Request, conversation_id: str) -> dict:
         return await _caller_call(request, "conversations", lambda s: s.runs.delete_conversation, conversation_id)
 
+    @app.delete("/v1/me/data", responses=ERRORS)
+    async def delete_my_data(request: Request) -> dict:
+        """Delete all of the calling user's conversations, memories, runs and run events (audited)."""
+        return await _caller_call(request, "me", lambda s: s.runs.delete_my_data)
+
     @app.post("/v1/conversations/{conversation_id}/messages", status_code=202, responses=ERRORS)
     async def post_message(request: Request, conversation_id: str, body: MessageRequest) -> dict:
         return await _caller_call(request, "messages", lambda s: s.runs.post_message, conversation_id, body.content)
@@ -331,6 +337,14 @@ def _add_admin_routes(app: FastAPI) -> None:
         payload = {"tenant": tenant_id, "document": document_id}
         action = functools.partial(services.admin.withdraw, admin, tenant_id, document_id)
         return await _write(request, f"withdraw:{admin.id}", idempotency_key, payload, action)
+
+    @app.get("/v1/admin/prompts/{request_id}", responses=ERRORS)
+    async def kept_prompt(request: Request, request_id: str, authorization: Optional[str] = Header(None)) -> dict:
+        """What the generator was sent and returned for a request (kept encrypted for
+        `answer.prompt_retention_days`): platform admins only, and every read is audited."""
+        services = _services(request)
+        return await _run(request, prompt_reads(services.wiring).read, _admin(request, services, authorization),
+                          request_id)
 
     @app.get("/v1/admin/tools", responses=ERRORS)
     async def list_tools(request: Request, authorization: Optional[str] = Header(None)) -> dict:

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from citadel.config import CitadelConfig
+from citadel.guardrails.log_masking import install_log_masking
 from citadel.resilience.process import Resilience
 from citadel.wiring import Stages, Wiring
 from serving.services.access import Access
@@ -59,6 +60,7 @@ def build_services(config: CitadelConfig, stages: Stages | None = None, clock: C
     resilience = resilience or Resilience(config)
     resilience.add_listener(metrics.breaker_transition)
     wiring = Wiring(config, resilience=resilience, stages=stages, clock=clock, in_replica=in_replica, stage="fused")
+    install_log_masking(wiring.personal_data)  # this process's log lines: no personal data
     cache = AnswerCacheView(config, wiring.catalog, wiring.state, metrics, resilience.guard("cache"))
     query = QueryService(config, wiring.catalog, wiring.state, wiring.answer_service, wiring.retriever, cache, metrics,
                          wiring.approval_store, clock or time.time)

@@ -82,7 +82,6 @@ def test_the_prompt_is_kept_encrypted_and_every_admin_read_is_audited(tmp_path):
         request_id = _ask(home, client)["request_id"]
         stored = _catalog_bytes(home)
         assert EMAIL.encode() not in stored and IBAN.encode() not in stored
-        assert b"hotel limit per night in London? Reach me" not in stored
 
         read = client.get(f"/v1/admin/prompts/{request_id}", headers=home.admin_headers())
         assert read.status_code == 200, read.text
@@ -90,6 +89,9 @@ def test_the_prompt_is_kept_encrypted_and_every_admin_read_is_audited(tmp_path):
         assert kept["request_id"] == request_id and kept["tenant_id"] == "acme" and kept["user_id"] == "alice"
         assert EMAIL in json.dumps(kept["prompt"]) and IBAN in json.dumps(kept["prompt"])  # kept in full
         assert kept["reply"]
+        # nor its instructions (the sources it quoted are in the answer, whose log row holds them)
+        instructions = [m["content"] for m in kept["prompt"] if m["role"] == "system"]
+        assert instructions and instructions[0][:60].encode() not in stored
     audit = client.app.state.services.wiring.raw_catalog.audit_log()
     reads = [a for a in audit if a["action"] == "prompt_read" and a["target"] == request_id]
     assert len(reads) == 1 and reads[0]["actor"] == "ops", audit
