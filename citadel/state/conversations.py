@@ -4,7 +4,9 @@ and what a user asked to be remembered.
 Every summary line names the source it came from (document and version), so the line can be dropped
 when the user can no longer read that source; a memory is the user's own words, stored for that user
 alone and never cited for policy or figures. Deleting a conversation deletes everything derived from
-it (its messages, its summary, the memories taken from it).
+it (its messages, its summary, the memories taken from it). A conversation idle for
+`agent.retention_days` is purged (citadel/catalog/retention.py), and a user can delete all of theirs
+at once (`DELETE /v1/me/data`).
 
 Backends implement `ConversationStore` and pass one conformance suite: in process
 (`MemoryConversationStore`) and SQLite. Reads are scoped by the caller (the services check that the
@@ -96,6 +98,14 @@ class ConversationStore(Protocol):
 
     def memories(self, tenant_id: str, user_id: str) -> list[Memory]: ...
 
+    def delete_user(self, tenant_id: str, user_id: str) -> int:
+        """Delete every conversation of this user in this tenant, with everything derived from each, and
+        the user's memories; returns how many conversations went."""
+
+    def purge_idle(self, max_idle_s: float) -> int:
+        """Delete the conversations in which nothing happened (created, a message, a memory) for
+        `max_idle_s` by the store's clock, with everything derived from each; returns how many."""
+
     def close(self) -> None:
         """Release the backend's connections (a no-op in process)."""
 
@@ -168,6 +178,30 @@ class MemoryConversationStore:
     def memories(self, tenant_id: str, user_id: str) -> list[Memory]:
         with self._lock:
             return [m for m in self._memories.values() if m.tenant_id == tenant_id and m.user_id == user_id]
+
+    def delete_user(self, tenant_id: str, user_id: str) -> int:
+        with self._lock:
+            owned = [cid for cid, t in self._threads.items()
+                     if (t.conversation.tenant_id, t.conversation.user_id) == (tenant_id, user_id)]
+            self._memories = {k: m for k, m in self._memories.items()
+                              if (m.tenant_id, m.user_id) != (tenant_id, user_id) and m.conversation_id not in owned}
+            for conversation_id in owned:
+                del self._threads[conversation_id]
+            return len(owned)
+
+    def purge_idle(self, max_idle_s: float) -> int:
+        with self._lock:
+            cutoff = self._now() - max_idle_s
+            idle = [cid for cid, thread in self._threads.items() if self._last_activity(cid, thread) < cutoff]
+            self._memories = {k: m for k, m in self._memories.items() if m.conversation_id not in idle}
+            for conversation_id in idle:
+                del self._threads[conversation_id]
+            return len(idle)
+
+    def _last_activity(self, conversation_id: str, thread: _Thread) -> float:
+        times = [thread.conversation.created_at, *(m.at for m in thread.messages),
+                 *(m.at for m in self._memories.values() if m.conversation_id == conversation_id)]
+        return max(times)
 
     def close(self) -> None:
         return None

@@ -48,6 +48,12 @@ _SCHEMA = (
     "CREATE INDEX IF NOT EXISTS conversation_memories_source ON conversation_memories (conversation_id)",
 )
 
+# Conversations created, last written to (a message) and last remembered from before the cutoff.
+_IDLE_CONVERSATIONS = (
+    "SELECT c.conversation_id FROM conversations c WHERE c.created_at < ? "
+    "AND NOT EXISTS (SELECT 1 FROM conversation_messages m WHERE m.conversation_id = c.conversation_id AND m.at >= ?) "
+    "AND NOT EXISTS (SELECT 1 FROM conversation_memories k WHERE k.conversation_id = c.conversation_id AND k.at >= ?)")
+
 # The longest message, memory or summary (as JSON) stored, in characters: the API refuses far less
 # (agent.max_message_chars); this only stops a runaway caller from filling the file.
 MAX_TEXT_CHARS = 1_000_000
@@ -86,12 +92,27 @@ class SQLiteConversationStore:
 
     def delete(self, conversation_id: str) -> bool:
         with self._file.write() as db:
-            # Memories first and regardless of the conversation row, like the in-process store.
-            db.execute("DELETE FROM conversation_memories WHERE conversation_id = ?", (conversation_id,))
-            db.execute("DELETE FROM conversation_summaries WHERE conversation_id = ?", (conversation_id,))
-            db.execute("DELETE FROM conversation_messages WHERE conversation_id = ?", (conversation_id,))
-            return db.execute("DELETE FROM conversations WHERE conversation_id = ?",
-                              (conversation_id,)).rowcount == 1
+            return _delete(db, conversation_id)
+
+    def delete_user(self, tenant_id: str, user_id: str) -> int:
+        with self._file.write() as db:
+            owned = [cid for (cid,) in db.execute(
+                "SELECT conversation_id FROM conversations WHERE tenant_id = ? AND user_id = ?", (tenant_id, user_id))]
+            for conversation_id in owned:
+                _delete(db, conversation_id)
+            db.execute("DELETE FROM conversation_memories WHERE tenant_id = ? AND user_id = ?", (tenant_id, user_id))
+        self._file.checkpoint()
+        return len(owned)
+
+    def purge_idle(self, max_idle_s: float) -> int:
+        cutoff = self._now() - max_idle_s
+        with self._file.write() as db:
+            idle = [cid for (cid,) in db.execute(_IDLE_CONVERSATIONS, (cutoff, cutoff, cutoff))]
+            for conversation_id in idle:
+                _delete(db, conversation_id)
+        if idle:
+            self._file.checkpoint()
+        return len(idle)
 
     def add_message(self, message: Message) -> Message:
         _bounded("message", message.content)
@@ -161,6 +182,15 @@ class SQLiteConversationStore:
             (tenant_id, user_id),
         )
         return [Memory(*row) for row in rows]
+
+
+def _delete(db: sqlite3.Connection, conversation_id: str) -> bool:
+    """The conversation and everything derived from it, inside the caller's write transaction."""
+    # Memories first and regardless of the conversation row, like the in-process store.
+    db.execute("DELETE FROM conversation_memories WHERE conversation_id = ?", (conversation_id,))
+    db.execute("DELETE FROM conversation_summaries WHERE conversation_id = ?", (conversation_id,))
+    db.execute("DELETE FROM conversation_messages WHERE conversation_id = ?", (conversation_id,))
+    return db.execute("DELETE FROM conversations WHERE conversation_id = ?", (conversation_id,)).rowcount == 1
 
 
 def _bounded(what: str, text: str) -> str:

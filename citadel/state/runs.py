@@ -5,6 +5,9 @@ every later event once. Each step's result is recorded (first write wins) before
 starts, so whoever takes over an expired lease rebuilds the run from its log and continues from the
 last recorded step without running a finished one again.
 
+A run idle for `agent.retention_days` is purged with its log (citadel/catalog/retention.py), and a
+user can delete all of theirs at once (`DELETE /v1/me/data`).
+
 Backends implement `RunStore` and pass one conformance suite: in process (`MemoryRunStore`, tests
 and one-process use), SQLite (the embedded default, shared by the processes of one machine) and Redis
 Streams (when Redis is configured). Time comes from an injected clock. Failures raise
@@ -131,6 +134,14 @@ class RunStore(Protocol):
 
     def cancel_requested(self, run_id: str) -> bool: ...
 
+    def delete_user(self, tenant_id: str, user_id: str) -> int:
+        """Delete every run of this user in this tenant with its events, steps, lease and cancel flag;
+        returns how many runs went."""
+
+    def purge_idle(self, max_idle_s: float) -> int:
+        """Delete the runs with no status change and no event for `max_idle_s` by the store's clock,
+        with everything recorded for them; returns how many."""
+
     def close(self) -> None:
         """Release the backend's connections (a no-op in process)."""
 
@@ -230,6 +241,27 @@ class MemoryRunStore:
     def cancel_requested(self, run_id: str) -> bool:
         with self._lock:
             return run_id in self._cancelled
+
+    def delete_user(self, tenant_id: str, user_id: str) -> int:
+        with self._lock:
+            owned = [run_id for run_id, run in self._runs.items() if (run.tenant_id, run.user_id) == (tenant_id, user_id)]
+            for run_id in owned:
+                self._delete(run_id)
+            return len(owned)
+
+    def purge_idle(self, max_idle_s: float) -> int:
+        with self._lock:
+            cutoff = self._now() - max_idle_s
+            idle = [run_id for run_id, run in self._runs.items()
+                    if max([run.updated_at, *(e.at for e in self._events.get(run_id, []))]) < cutoff]
+            for run_id in idle:
+                self._delete(run_id)
+            return len(idle)
+
+    def _delete(self, run_id: str) -> None:
+        for records in (self._runs, self._events, self._steps, self._leases):
+            records.pop(run_id, None)
+        self._cancelled.discard(run_id)
 
     def close(self) -> None:
         return None

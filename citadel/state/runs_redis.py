@@ -9,6 +9,8 @@ Keys (all under `key_prefix`, ids percent-quoted like citadel/state/redis_store.
 - `run:<id>:lease`    hash {owner, exp}: exp on the injected clock; PEXPIRE only reclaims memory.
 - `run:<id>:cancel`   string: present once a cancel was requested.
 - `runs:unfinished`   sorted set of unfinished run ids by creation number; `runs:created` the counter.
+- `runs:by_created`   sorted set of every run id by creation time (the retention purge's candidates).
+- `runs:owner:<tenant>:<user>`  set of the user's run ids (deleting a user's data).
 
 The seq is computed inside one Lua script from the stream's last entry and written with that explicit
 id: the stream is the only counter, a script runs atomically, and XADD refuses an id at or below the
@@ -45,17 +47,20 @@ LEASE_RECLAIM_GRACE_S = 60.0
 # Unfinished run ids checked per round trip in `orphans`.
 ORPHAN_BATCH = 200
 
-# KEYS: run hash, unfinished set, creation counter. ARGV: run id, '1' if finished, this call's token,
-# field/value pairs. A run that exists is refused (0) unless this very call made it: the client retries
-# a command whose reply was lost, and that retry must not turn a success into "exists".
+# KEYS: run hash, unfinished set, creation counter, all runs by creation time, the owner's runs.
+# ARGV: run id, '1' if finished, this call's token, created_at, field/value pairs. A run that exists is
+# refused (0) unless this very call made it: the client retries a command whose reply was lost, and that
+# retry must not turn a success into "exists".
 _CREATE_LUA = """
 if redis.call('EXISTS', KEYS[1]) == 1 then
   if redis.call('HGET', KEYS[1], 'token') == ARGV[3] then return 1 end
   return 0
 end
 local order = redis.call('INCR', KEYS[3])
-redis.call('HSET', KEYS[1], 'order', order, 'token', ARGV[3], unpack(ARGV, 4))
+redis.call('HSET', KEYS[1], 'order', order, 'token', ARGV[3], unpack(ARGV, 5))
 if ARGV[2] == '0' then redis.call('ZADD', KEYS[2], order, ARGV[1]) end
+redis.call('ZADD', KEYS[4], ARGV[4], ARGV[1])
+redis.call('SADD', KEYS[5], ARGV[1])
 return 1
 """
 
@@ -142,6 +147,9 @@ class RedisRunStore:
         self._prefix = f"{key_prefix}run:"
         self._unfinished = f"{key_prefix}runs:unfinished"
         self._created = f"{key_prefix}runs:created"
+        # Indexes for deletion: every run by creation time (retention), each owner's runs (DELETE /v1/me/data).
+        self._by_created = f"{key_prefix}runs:by_created"
+        self._owners = f"{key_prefix}runs:owner:"
         socket_timeout = client.connection_pool.connection_kwargs.get("socket_timeout") or 2 * BLOCK_SLICE_S
         self._block_slice_s = min(BLOCK_SLICE_S, socket_timeout / 2)
         self._create = client.register_script(_CREATE_LUA)
@@ -163,9 +171,11 @@ class RedisRunStore:
         now = self._now()
         stored = replace(run, created_at=now, updated_at=now, status=RunStatus(run.status))
         finished = "1" if stored.status in NOT_ADOPTABLE else "0"  # "1": out of the adoptable set
-        args = [run.run_id, finished, uuid.uuid4().hex, *_flatten(_run_fields(stored))]
+        args = [run.run_id, finished, uuid.uuid4().hex, repr(now), *_flatten(_run_fields(stored))]
+        keys = [self._key(run.run_id), self._unfinished, self._created, self._by_created,
+                self._owner_key(run.tenant_id, run.user_id)]
         with _available():
-            created = self._create(keys=[self._key(run.run_id), self._unfinished, self._created], args=args)
+            created = self._create(keys=keys, args=args)
         if not created:
             raise ValueError(f"run {run.run_id!r} exists")
         return stored
@@ -286,6 +296,45 @@ class RedisRunStore:
     def cancel_requested(self, run_id: str) -> bool:
         with _available():
             return bool(self._redis.exists(self._key(run_id, ":cancel")))
+
+    # ------------------------------------------------------------------------------------ deletion
+    def _owner_key(self, tenant_id: str, user_id: str) -> str:
+        return f"{self._owners}{_part(tenant_id)}:{_part(user_id)}"
+
+    def delete_user(self, tenant_id: str, user_id: str) -> int:
+        owner = self._owner_key(tenant_id, user_id)
+        with _available():
+            run_ids = sorted(self._redis.smembers(owner))
+            for run_id in run_ids:
+                self._delete(run_id, owner)
+        return len(run_ids)
+
+    def purge_idle(self, max_idle_s: float) -> int:
+        """Runs created before the cutoff are the candidates; each goes when its last status change
+        and its last event are before the cutoff too. (Runs created before these indexes existed are
+        not seen: they expire only with their user's deletion.)"""
+        cutoff, purged = self._now() - max_idle_s, 0
+        with _available():
+            for run_id in self._redis.zrangebyscore(self._by_created, "-inf", f"({cutoff!r}"):
+                fields = self._redis.hmget(self._key(run_id), "updated_at", "tenant_id", "user_id")
+                if fields[0] is None:  # gone already: only the index entry is left
+                    self._redis.zrem(self._by_created, run_id)
+                    continue
+                last = self._redis.xrevrange(self._key(run_id, ":events"), count=1)
+                last_event_at = float(last[0][1]["at"]) if last else 0.0
+                if max(float(fields[0]), last_event_at) < cutoff:
+                    self._delete(run_id, self._owner_key(fields[1], fields[2]))
+                    purged += 1
+        return purged
+
+    def _delete(self, run_id: str, owner: str) -> None:
+        """A run, everything recorded for it and its index entries, in one MULTI."""
+        with self._redis.pipeline(transaction=True) as pipe:
+            pipe.delete(*(self._key(run_id, part) for part in ("", ":events", ":steps", ":lease", ":cancel")))
+            pipe.zrem(self._unfinished, run_id)
+            pipe.zrem(self._by_created, run_id)
+            pipe.srem(owner, run_id)
+            pipe.execute()
 
 
 def _run_fields(run: Run) -> dict[str, str]:

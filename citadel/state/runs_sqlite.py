@@ -130,6 +130,8 @@ class SQLiteFile:
                 # WAL with NORMAL survives a process crash (what adoption is for); only power loss
                 # can lose the last commits.
                 self._conn.execute("PRAGMA synchronous=NORMAL")
+                # Deleted conversations and runs are overwritten, not left readable in free pages.
+                self._conn.execute("PRAGMA secure_delete=ON")
             with self.write() as db:
                 for statement in schema:
                     db.execute(statement)
@@ -159,6 +161,13 @@ class SQLiteFile:
     def read(self, sql: str, args: tuple = ()) -> list[tuple]:
         with self._lock, sqlite_guard(self.what):
             return self._conn.execute(sql, args).fetchall()
+
+    def checkpoint(self) -> None:
+        """After a deletion: copy the WAL into the file and empty it (the WAL still holds the deleted
+        rows' old pages). Best effort: another process's open read keeps it from finishing, and the
+        next checkpoint overwrites those frames anyway."""
+        with self._lock, sqlite_guard(self.what):
+            self._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
 
 
 def encode_record(value: dict[str, Any]) -> str:
@@ -331,6 +340,37 @@ class SQLiteRunStore:
 
     def cancel_requested(self, run_id: str) -> bool:
         return bool(self._file.read("SELECT 1 FROM run_cancels WHERE run_id = ?", (run_id,)))
+
+    # ------------------------------------------------------------------------------------ deletion
+    def delete_user(self, tenant_id: str, user_id: str) -> int:
+        with self._file.write() as db:
+            owned = [run_id for (run_id,) in db.execute("SELECT run_id FROM runs WHERE tenant_id = ? AND user_id = ?",
+                                                        (tenant_id, user_id))]
+            for run_id in owned:
+                _delete_run(db, run_id)
+        self._file.checkpoint()
+        return len(owned)
+
+    def purge_idle(self, max_idle_s: float) -> int:
+        cutoff = self._now() - max_idle_s
+        with self._file.write() as db:
+            idle = [run_id for (run_id,) in db.execute(_IDLE_RUNS, (cutoff, cutoff))]
+            for run_id in idle:
+                _delete_run(db, run_id)
+        if idle:
+            self._file.checkpoint()
+        return len(idle)
+
+
+# Runs last changed, and last given an event, before the cutoff.
+_IDLE_RUNS = ("SELECT r.run_id FROM runs r WHERE r.updated_at < ? AND NOT EXISTS "
+              "(SELECT 1 FROM run_events e WHERE e.run_id = r.run_id AND e.at >= ?)")
+
+
+def _delete_run(db: sqlite3.Connection, run_id: str) -> None:
+    """A run and everything recorded for it, inside the caller's write transaction."""
+    for table in ("run_events", "run_steps", "run_leases", "run_cancels", "runs"):
+        db.execute(f"DELETE FROM {table} WHERE run_id = ?", (run_id,))
 
 
 def _run_row(run: Run) -> tuple:

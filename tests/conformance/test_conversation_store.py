@@ -282,3 +282,45 @@ def test_sqlite_refuses_oversized_text(backend, store):
     with pytest.raises(ValueError):
         store.remember(memory("m1", text="x" * 1_000_001))
     assert store.messages("c1") == [] and store.memories("t1", "u1") == []
+
+
+# ---- deletion: a user's conversations, and conversations idle past the retention -------------------------
+
+
+def _session(store, conversation_id: str, tenant_id: str = "t1", user_id: str = "u1") -> None:
+    store.create(conversation(conversation_id, tenant_id, user_id))
+    store.add_message(Message(conversation_id, USER, "hello"))
+    store.set_summary(conversation_id, [SummaryLine("a line", None)], 1)
+    store.remember(memory(f"m-{conversation_id}", conversation_id, tenant_id, user_id))
+
+
+def _gone(store, conversation_id: str) -> bool:
+    return (store.get(conversation_id) is None and store.messages(conversation_id) == []
+            and store.summary(conversation_id) == ([], 0))
+
+
+def test_delete_user_removes_only_that_users_conversations_and_memories(store, peer):
+    _session(store, "mine-1")
+    _session(store, "mine-2")
+    _session(store, "other-user", user_id="u2")
+    _session(store, "other-tenant", tenant_id="t2")
+    assert peer.delete_user("t1", "u1") == 2
+    assert _gone(store, "mine-1") and _gone(store, "mine-2") and store.memories("t1", "u1") == []
+    assert store.get("other-user") is not None and store.memories("t1", "u2")
+    assert store.get("other-tenant") is not None and store.memories("t2", "u1")
+    assert store.delete_user("t1", "u1") == 0
+
+
+def test_purge_idle_removes_conversations_with_no_message_or_memory_within_the_window(store, clock):
+    _session(store, "idle")
+    _session(store, "spoken")
+    _session(store, "remembered")
+    clock.now = START + 100.0
+    store.add_message(Message("spoken", USER, "still here"))
+    store.remember(memory("m-late", "remembered"))
+    clock.now = START + 150.0
+    assert store.purge_idle(100.0) == 1
+    assert _gone(store, "idle") and "m-idle" not in {m.memory_id for m in store.memories("t1", "u1")}
+    assert store.get("spoken") is not None and store.get("remembered") is not None
+    clock.now = START + 1_000.0
+    assert store.purge_idle(100.0) == 2 and store.memories("t1", "u1") == []

@@ -480,9 +480,10 @@ def test_redis_retried_create_and_append_take_effect_once(backend, store):
     if backend.kind != "redis":
         pytest.skip("only the Redis client retries commands")
     key, stream = store._key("r1"), store._key("r1", ":events")
-    create_args = ["r1", "0", "call-1", "run_id", "r1", "tenant_id", "t1", "user_id", "u1", "conversation_id",
+    create_args = ["r1", "0", "call-1", "1.0", "run_id", "r1", "tenant_id", "t1", "user_id", "u1", "conversation_id",
                    "c1", "question", "q", "groups", "[]", "status", "queued", "created_at", "1.0", "updated_at", "1.0"]
-    created = [store._create(keys=[key, store._unfinished, store._created], args=create_args) for _ in range(2)]
+    create_keys = [key, store._unfinished, store._created, store._by_created, store._owner_key("t1", "u1")]
+    created = [store._create(keys=create_keys, args=create_args) for _ in range(2)]
     assert created == [1, 1]
     with pytest.raises(ValueError):
         store.create(new_run())  # another call, another token: refused
@@ -513,3 +514,47 @@ def test_unreachable_backends_raise_state_unavailable_without_the_driver_message
                 call()
     finally:
         store.close()
+
+
+# ---- deletion: a user's runs, and runs idle past the retention ------------------------------------------
+
+
+def _recorded_run(store, run_id: str, **fields) -> None:
+    store.create(new_run(run_id, **fields))
+    store.append(run_id, EventType.PROGRESS, {"stage": "route"})
+    store.record_step(run_id, "step:1", {"status": "done"})
+    store.acquire(run_id, "replica-a", TTL_S)
+    store.request_cancel(run_id)
+
+
+def _gone(store, run_id: str) -> bool:
+    return (store.get(run_id) is None and store.events(run_id) == [] and store.steps(run_id) == {}
+            and not store.cancel_requested(run_id))
+
+
+def test_delete_user_removes_only_that_users_runs_with_everything_recorded(store, peer):
+    _recorded_run(store, "mine-1")
+    _recorded_run(store, "mine-2", status=RunStatus.SUCCEEDED)
+    _recorded_run(store, "other-user", user_id="u2")
+    _recorded_run(store, "other-tenant", tenant_id="t2")
+    assert peer.delete_user("t1", "u1") == 2
+    assert _gone(store, "mine-1") and _gone(store, "mine-2")
+    assert store.acquire("mine-1", "replica-b", TTL_S), "its lease went too"
+    for kept in ("other-user", "other-tenant"):
+        assert store.get(kept) is not None and store.events(kept) and store.steps(kept)
+    assert "mine-1" not in store.orphans() and store.delete_user("t1", "u1") == 0
+
+
+def test_purge_idle_removes_runs_with_no_change_or_event_within_the_window(store, clock):
+    _recorded_run(store, "idle")
+    _recorded_run(store, "updated")
+    _recorded_run(store, "appended")
+    clock.now = START + 100.0
+    store.update("updated", status=RunStatus.SUCCEEDED)
+    store.append("appended", EventType.PROGRESS, {"stage": "retrieve"})
+    clock.now = START + 150.0
+    assert store.purge_idle(100.0) == 1
+    assert _gone(store, "idle")
+    assert store.get("updated") is not None and store.get("appended") is not None
+    clock.now = START + 1_000.0
+    assert store.purge_idle(100.0) == 2 and store.purge_idle(100.0) == 0
