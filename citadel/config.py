@@ -580,11 +580,23 @@ class ToolsConfig(_Section):
                                           "None: the agentic path has only `search`.")
     endpoints: dict[str, str] = Field(default_factory=dict, description="Base URL of each system a tool's `http` "
                                       "binding names (e.g. crm: http://127.0.0.1:8300).")
-    example_crm: bool = Field(False, description="`citadel up` starts the example CRM (examples/crm) on loopback "
-                              "and points `endpoints.crm` at it; `citadel down` stops it.")
-    service_id: str = Field("citadel-tools", description="The credential tools call as; each call carries a "
-                            "short-lived user context signed with this service's key for the run's user.")
-    user_context_ttl_s: int = Field(120, ge=10, le=900, description="Lifetime of the context minted per call.")
+    example_crm: bool = Field(False, description="`citadel up` starts the example token service (examples/idp) and "
+                              "CRM (examples/crm) on loopback, points `token_service_url` and `endpoints.crm` "
+                              "at them; `citadel down` stops both.")
+    service_id: str = Field("citadel-tools", description="The credential tools call as: the OAuth client "
+                            "Citadel authenticates as at the token service (it confers no rights of its own).")
+    delegation: Literal["token_exchange", "local_test_hs256"] = Field(
+        "token_exchange", description="How a tool call acts for the run's user. token_exchange: with an access "
+        "token the users' token service issued (OAuth 2.0 Token Exchange, RFC 8693) from the user's own context "
+        "when the run started (citadel/tools/delegation.py). local_test_hs256: TEST ONLY, a context signed with "
+        "`service_id`'s own HS256 key for whatever user the run names; never for a deployment.")
+    token_service_url: Optional[str] = Field(None, pattern=r"^https?://[^\s]{1,500}$",
+                                             description="Base URL of the token service (its POST /token); "
+                                             "`citadel up` sets it when it starts the example one (examples/idp).")
+    delegation_margin_s: float = Field(3600.0, ge=0, le=86_400.0, description="A run's delegation lives for the "
+                                       "longest approval expiry of its tools plus this (a run parks, then resumes).")
+    user_context_ttl_s: int = Field(120, ge=10, le=900, description="local_test_hs256 only: lifetime of the "
+                                    "context minted per call.")
     timeout_s: float = Field(10.0, gt=0, description="HTTP timeout of one tool call (never past the run's deadline).")
     audit_seed: Optional[int] = Field(None, description="Seed of the T1 audit sampler (None: random).")
     max_response_bytes: int = Field(256 * 1024, ge=1_024, description="Largest tool response read.")

@@ -322,6 +322,26 @@ class Wiring:
         return ToolRegistry([search, *bound], policy)
 
     @cached_property
+    def run_delegator(self):
+        """Exchanges each new run's user context for its tools' delegations (citadel/tools/delegation.py);
+        None without a registry or in the test-only `local_test_hs256` mode."""
+        tools = self.config.tools
+        if tools.registry_file is None or tools.delegation != "token_exchange":
+            return None
+        from citadel.identity.credentials import ALL_TENANTS
+        from citadel.tools.caller import token_exchange_client
+        from citadel.tools.delegation import (DelegationStore, RunDelegator, delegation_lifetime_s,
+                                              delegations_path, grants_of)
+        from citadel.tools.spec import load_tool_specs
+
+        client = token_exchange_client(self.config, [ALL_TENANTS])
+        if client is None:  # no token service: tool calls are refused with `token_service_not_configured`
+            return None
+        specs = load_tool_specs(tools.registry_file).values()
+        return RunDelegator(client, DelegationStore(delegations_path(self.config)), grants_of(specs),
+                            delegation_lifetime_s(self.config, specs))
+
+    @cached_property
     def tool_policy(self):
         """The policy engine over the registry's tools (None without a registry file)."""
         return self.agent_tools.policy

@@ -1,6 +1,7 @@
 """A registered tool called over HTTP (its spec's `http` binding; DESIGN.md §10).
 
-The call acts for the run's user (`ToolCaller`: a short-lived context signed for that user) and carries
+The call acts for the run's user (`ToolCaller`: an access token the users' token service issued from
+the run's delegation, for this tool's system and this tool; citadel/tools/caller.py) and carries
 the step's idempotency key, derived from run and step (`<run_id>:<step_id>`), in an `idempotency-key`
 header and in the body field the binding names, where the target system stores it. A write whose
 binding has a `lookup_path` first asks for the record that key made: a step repeated after a crash
@@ -77,7 +78,8 @@ class HttpTool:
     def run(self, principal: Principal, arguments: Mapping[str, Any], request_id: str) -> dict[str, Any]:
         binding = self.spec.http
         writes = self.tier is not RiskTier.T0
-        headers = self.caller.headers(principal, request_id if writes else None)
+        headers = self.caller.headers(principal, self.name, binding.endpoint, run_of(request_id),
+                                      request_id if writes else None)
         if writes and binding.lookup_path:
             earlier = self._request("GET", _filled(binding.lookup_path, {KEY_PLACEHOLDER: request_id}), headers,
                                     missing_ok=True)
@@ -99,8 +101,8 @@ class HttpTool:
             return None
         try:
             found = self._request("GET", _filled(binding.current_path, arguments),
-                                  self.caller.headers(principal, None), missing_ok=True)
-        except (ToolCallFailed, ToolCallRefused, KeyError):
+                                  self.caller.headers(principal, self.name, binding.endpoint, None), missing_ok=True)
+        except (CitadelError, KeyError):  # the call failed or was refused, or no token could be had
             return None
         return found if isinstance(found, dict) else None
 
@@ -127,6 +129,11 @@ class HttpTool:
             return json.loads(response.content)
         except ValueError:
             raise ToolCallFailed(f"{self.name} did not answer with JSON") from None
+
+
+def run_of(request_id: str) -> str:
+    """The run of a step's request id (`<run_id>:<step_id>`, citadel/agent/tools.py; run ids hold no ':')."""
+    return request_id.split(":", 1)[0]
 
 
 def _filled(path: str, values: Mapping[str, Any]) -> str:

@@ -1,9 +1,9 @@
 """The CRM's HTTP API (FastAPI). Every route but /healthz acts on behalf of a verified user.
 
-Who is calling is decided exactly as Citadel's gateway decides it (citadel/identity): the bearer
-credential names the relaying service (it carries no rights of its own: there is no service
-superuser), and the signed user context, bound to that service, names the user, tenant and groups.
-What the user may do here:
+Who is calling comes from an access token the users' token service issued for this system
+(examples/idp, OAuth 2.0 Token Exchange; examples/crm/tokens.py): it names the user, tenant and
+groups, and Citadel's tools service only as the actor (there is no service superuser). A write needs
+the token's scope to name its tool. What the user may do here:
 - records of another tenant do not exist for them (404, never 403, so ids cannot be probed);
 - reading an account, its approvals or notes needs the account's owner group or `deal-desk`;
 - writing (a note, a discount approval) needs the owner group: a user who can read the account but
@@ -28,10 +28,10 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from citadel.config import CitadelConfig
 from citadel.errors import CitadelError, Conflict, Forbidden, InvalidRequest, NotFound
-from citadel.identity.authenticator import Authenticator
 from citadel.identity.context import USER_CONTEXT_HEADER
 from citadel.types import Principal
 from examples.crm.store import Account, CrmStore
+from examples.crm.tokens import Grant, verifier_for
 
 log = logging.getLogger(__name__)
 
@@ -49,8 +49,9 @@ class UserVerifier(Protocol):
 
 
 def verifier_from_config(config: CitadelConfig) -> UserVerifier:
-    """Verify callers against a Citadel home's credentials and service keys (or its identity providers)."""
-    return Authenticator.from_config(config)
+    """The token service's access tokens (`tools.delegation: token_exchange`, the default), or, for
+    local tests only, the home's service credentials and HS256 contexts (`local_test_hs256`)."""
+    return verifier_for(config)
 
 
 # ----------------------------------------------------------------------------- request bodies
@@ -105,10 +106,22 @@ def create_app(db_path: Path, verifier: UserVerifier) -> FastAPI:
     def store(request: Request) -> CrmStore:
         return request.app.state.store
 
-    def user(authorization: Optional[str] = Header(None),
-             user_context: Optional[str] = Header(None, alias=USER_CONTEXT_HEADER)) -> Principal:
-        """401 before anything else runs (bad input included); the user comes only from the signed context."""
-        return verifier.authenticate(authorization, user_context)[1]
+    def caller(authorization: Optional[str] = Header(None),
+               user_context: Optional[str] = Header(None, alias=USER_CONTEXT_HEADER)) -> tuple[Any, Principal]:
+        """401 before anything else runs (bad input included); the user comes only from the signed token."""
+        return verifier.authenticate(authorization, user_context)
+
+    def user(who: tuple[Any, Principal] = Depends(caller)) -> Principal:
+        return who[1]
+
+    def writer(tool: str):
+        """A write's caller: the token must have been issued for this tool (its scope)."""
+        def check(who: tuple[Any, Principal] = Depends(caller)) -> Principal:
+            grant, principal = who
+            if isinstance(grant, Grant) and tool not in grant.scopes:
+                raise Forbidden(f"this token was not issued for {tool}", code="insufficient_scope")
+            return principal
+        return check
 
     @app.get("/healthz")
     def healthz() -> dict:
@@ -132,7 +145,7 @@ def create_app(db_path: Path, verifier: UserVerifier) -> FastAPI:
 
     @app.post("/v1/accounts/{account_id}/notes")
     def add_note(body: NoteRequest, account_id: str = PathParam(..., pattern=ACCOUNT_ID_PATTERN),
-                 me: Principal = Depends(user), crm: CrmStore = Depends(store)) -> JSONResponse:
+                 me: Principal = Depends(writer("crm.add_note")), crm: CrmStore = Depends(store)) -> JSONResponse:
         _writable(crm.get_account(me.tenant_id, account_id), me)
         note, created = crm.add_note(me.tenant_id, account_id, body.text, me.user_id, body.external_id)
         if note.account_id != account_id:
@@ -140,7 +153,8 @@ def create_app(db_path: Path, verifier: UserVerifier) -> FastAPI:
         return JSONResponse(note.to_dict(), status_code=201 if created else 200)
 
     @app.post("/v1/discount-approvals")
-    def create_discount_approval(body: DiscountApprovalRequest, me: Principal = Depends(user),
+    def create_discount_approval(body: DiscountApprovalRequest,
+                                 me: Principal = Depends(writer("crm.create_discount_approval")),
                                  crm: CrmStore = Depends(store)) -> JSONResponse:
         """201 with a new record; 200 with the existing one, unchanged, when `external_id` is known."""
         _writable(crm.get_account(me.tenant_id, body.account_id), me)

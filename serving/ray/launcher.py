@@ -130,22 +130,29 @@ def up(config: CitadelConfig, timeout_s: float = 180.0) -> str:
 
 def _start_example_crm(config: CitadelConfig) -> str:
     """The example CRM the tools reach (examples/crm), on loopback, for this home; its URL. The tools'
-    credential is made first: the CRM reads the home's credentials when it starts."""
+    credential is made first: the servers read the home's credentials when they start. Unless the
+    test-only `local_test_hs256` is chosen, the users' token service (examples/idp) starts before the
+    CRM (the CRM verifies its JWKS), and `tools.token_service_url` points at it."""
     from citadel.identity.credentials import ALL_TENANTS
     from citadel.tools.caller import tool_caller
     from examples.crm.launcher import start_crm
+    from examples.idp.launcher import start_idp
 
     tool_caller(config, [ALL_TENANTS])
+    if config.tools.delegation == "token_exchange":
+        config.tools.token_service_url = start_idp(Path(config.home)).url
     return start_crm(Path(config.home)).url
 
 
 def down(config: CitadelConfig, timeout_s: float = STOP_TIMEOUT_S) -> bool:
-    """Stop the cluster `up` started (only that one), and the example CRM if it started one. Returns
-    False when no cluster was running."""
+    """Stop the cluster `up` started (only that one), and the example CRM and token service if it
+    started them. Returns False when no cluster was running."""
     if config.tools.example_crm:
         from examples.crm.launcher import stop_crm
+        from examples.idp.launcher import stop_idp
 
         stop_crm(Path(config.home).resolve())
+        stop_idp(Path(config.home).resolve())
     files = RunFiles.of(config)
     pid = running_pid(files)
     if pid is None:

@@ -20,6 +20,9 @@ class Caller:
 
     service: ServiceIdentity
     principal: Principal
+    # The user's own signed context as verified: what a run exchanges for its tools' delegation
+    # (citadel/tools/delegation.py); None where no request carried one (the CLI, the review page).
+    user_context: str | None = None
 
 
 class Access:
@@ -29,7 +32,7 @@ class Access:
     def caller(self, authorization: str | None, user_context: str | None) -> Caller:
         """401 before anything else runs; the principal comes only from the signed context."""
         service, principal = self.authenticator.authenticate(authorization, user_context)
-        return Caller(service, principal)
+        return Caller(service, principal, user_context)
 
     def admin(self, authorization: str | None) -> ServiceIdentity:
         """An admin credential carrying its scope; each admin action then checks the tenant it touches."""

@@ -92,6 +92,8 @@ def _runs_service(config: CitadelConfig, wiring: Wiring, metrics: ApiMetrics, in
                        wiring.orchestrator.drive, pool, metrics)
     if in_replica:
         _every(config.agent.lease_ttl_s, runs.adopt_orphans)
+    if wiring.run_delegator is not None:  # tools that act for the user: delegate at each run's start
+        runs.on_run_created = wiring.run_delegator.start_run
     return runs
 
 

@@ -23,6 +23,7 @@ from citadel.agent.memory import ConversationMemory
 from citadel.agent.orchestrator import record_outcome, run_outcome
 from citadel.state.conversations import Conversation, ConversationStore
 from citadel.state.runs import FINISHED, TERMINAL_EVENTS, EventType, Run, RunEvent, RunStatus, RunStore
+from citadel.types import Principal
 from serving.services.access import Caller
 from serving.services.metrics import ApiMetrics
 
@@ -38,6 +39,10 @@ INTERNAL_EVENT_FIELDS = ("key",)
 
 
 class RunsService:
+    # Called as `(run_id, principal, user_context)` once a run exists and before it starts: the tools'
+    # delegation is taken while the user's own context is fresh (citadel/tools/delegation.py).
+    on_run_created: Callable[[str, Principal, str | None], None] | None = None
+
     def __init__(self, config: CitadelConfig, runs: RunStore, memory: ConversationMemory, catalog: Catalog,
                  drive: Callable[[str, str], Run], pool: Executor, metrics: ApiMetrics, owner: str | None = None):
         """`drive(run_id, owner)` works a run to its end under its lease (the orchestrator's)."""
@@ -77,6 +82,8 @@ class RunsService:
         run = self.runs.create(Run(uuid.uuid4().hex, principal.tenant_id, principal.user_id, conversation_id,
                                    content, groups=tuple(sorted(principal.groups))))
         self.memory.record_question(conversation_id, principal, content, run.run_id)  # and any "remember that …"
+        if self.on_run_created is not None:
+            self.on_run_created(run.run_id, principal, caller.user_context)
         self._start(run.run_id)
         return {"run_id": run.run_id}
 

@@ -11,14 +11,12 @@ from pathlib import Path
 
 import pytest
 
-from citadel.identity.credentials import ALL_TENANTS
-from citadel.tools.caller import tool_caller
 from examples.crm.__main__ import db_path
-from examples.crm.launcher import start_crm, stop_crm
 from examples.crm.store import CrmStore
 from tests.integration.conftest import make_home
 from tests.integration.test_api import client_for
 from tests.integration.test_tool_calls import ScriptedPlanner
+from tests.integration.tool_servers import tool_servers
 from tests.settable_clock import SettableClock
 
 REPO = Path(__file__).resolve().parents[2]
@@ -36,16 +34,11 @@ def clock():
 @pytest.fixture
 def deployment(tmp_path, clock):
     home = make_home(tmp_path / "home", CITADEL_TOOLS__REGISTRY_FILE=str(REPO / "examples" / "crm" / "tools.yaml"))
-    tool_caller(home.config, [ALL_TENANTS])  # the tools' credential exists before the CRM reads the home
-    server = start_crm(Path(home.config.home))
-    home.config.tools.endpoints = {"crm": server.url}
-    try:
+    with tool_servers(home.config):  # the token service and the CRM on loopback
         with client_for(home, clock=clock) as client:
             client.app.state.services.wiring.orchestrator.planner = ScriptedPlanner([PROPOSAL])
             yield home, client, CrmStore(db_path(Path(home.config.home).resolve()))
             client.app.state.services.runs.wait_for_runs(60)
-    finally:
-        stop_crm(Path(home.config.home))
 
 
 def events_of(client, home, run_id: str, now: float | None = None) -> list[dict]:
@@ -382,15 +375,10 @@ def planned_by_rules(tmp_path, clock):
     Ingestor(catalog, make_embedder(home.config.embedding), home.config).ingest(
         "northwind", discover([northwind], trust_front_matter=True), AclSpec.from_file(northwind / "acl.yaml"))
     catalog.close()
-    tool_caller(home.config, [ALL_TENANTS])
-    server = start_crm(Path(home.config.home))
-    home.config.tools.endpoints = {"crm": server.url}
-    try:
+    with tool_servers(home.config):
         with client_for(home, clock=clock) as client:
             yield home, client, CrmStore(db_path(Path(home.config.home).resolve()))
             client.app.state.services.runs.wait_for_runs(60)
-    finally:
-        stop_crm(Path(home.config.home))
 
 
 def test_the_running_example_end_to_end_the_rules_propose_the_approval_and_the_answer_names_it(planned_by_rules):

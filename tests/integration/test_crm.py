@@ -1,11 +1,14 @@
 """The example CRM (examples/crm, issue 16 item 2): an external system Citadel's tools call on behalf
-of a user. In process with a real verifier over a temporary Citadel home (no Ray): who may read and
-write, one record per external_id even under concurrent calls, 422 for bad input; then the launcher
-really starts a loopback process and leaves nothing behind."""
+of a user. In process with a real verifier over a temporary Citadel home (no Ray), called with access
+tokens the example token service's own exchange logic issued (examples/idp, RFC 8693; issue 27): who
+may read and write, one record per external_id even under concurrent calls, 422 for bad input; then
+the launcher really starts a loopback process and leaves nothing behind."""
 
 from __future__ import annotations
 
+import base64
 import threading
+from dataclasses import dataclass
 
 import httpx
 import psutil
@@ -15,9 +18,12 @@ from fastapi.testclient import TestClient
 from citadel.config import load_config
 from citadel.identity.credentials import add_credential
 from examples.crm.store import CrmStore
+from examples.idp.exchange import GRANT_TOKEN_EXCHANGE, JWT_TYPE, TokenService
+from examples.idp.keys import publish_jwks, signing_key
 from tests.integration.conftest import Home
 
 TOOLS = "citadel-tools"  # the service relaying users' calls (Citadel's tool runner); it has no rights of its own
+CRM_TOOLS = "crm.get_account crm.add_note crm.create_discount_approval"
 SALES = {"tenant": "northwind", "user": "sam", "groups": ("sales",), "service": TOOLS}
 DEAL_DESK = {"tenant": "northwind", "user": "dana", "groups": ("deal-desk",), "service": TOOLS}
 SUPPORT = {"tenant": "northwind", "user": "sue", "groups": ("support",), "service": TOOLS}
@@ -28,13 +34,35 @@ def _approval(external_id: str = "run_1:step-2", **overrides) -> dict:
     return {"account_id": "acme", "discount_pct": 12, "term_months": 24, "external_id": external_id, **overrides}
 
 
+@dataclass
+class CrmHome(Home):
+    """`headers(**user)`: what Citadel's tools present for that user — an access token the token service
+    issued for the CRM from the user's own context (signed by the app the user signed in to)."""
+
+    idp: TokenService | None = None
+
+    def access_token(self, tenant: str, user: str, groups=(), scope: str = CRM_TOOLS, audience: str = "crm",
+                     **_: str) -> str:
+        context = self.user_context(tenant=tenant, user=user, groups=groups, service="app")
+        form = {"grant_type": GRANT_TOKEN_EXCHANGE, "subject_token": context, "subject_token_type": JWT_TYPE,
+                "audience": audience, "scope": scope}
+        client = "Basic " + base64.b64encode(f"{TOOLS}:{self.service_token}".encode()).decode()
+        return self.idp.exchange(client, form)["access_token"]
+
+    def headers(self, **user) -> dict:
+        return {"authorization": f"Bearer {self.access_token(**user)}"}
+
+
 @pytest.fixture
-def home(tmp_path) -> Home:
-    """A bare Citadel home: one relaying service credential (two tenants) and its signing key."""
+def home(tmp_path) -> CrmHome:
+    """A bare Citadel home: the tools' credential (two tenants), the token service's key and JWKS."""
     config = load_config(environ={"CITADEL_ANSWER__CONFIRM": "false", "CITADEL_HOME": str(tmp_path / "home")})
     token = add_credential(config.credentials_path, TOOLS, ["northwind", "contoso"])
-    home = Home(config, token, admin_token="")
-    home.user_context(**SALES)  # creates the service's signing key before any server reads the key file
+    home = CrmHome(config, token, admin_token="")
+    key = signing_key(config)
+    publish_jwks(config.home, key)  # before any CRM reads it
+    home.user_context(service="app")  # the app's signing key exists before the token service reads the key file
+    home.idp = TokenService(config, key)
     return home
 
 
@@ -87,16 +115,33 @@ def test_writing_needs_the_owner_group_403_when_readable_404_otherwise(client, h
 
 def test_every_route_but_healthz_needs_a_verified_user(client, home):
     assert client.get("/healthz").status_code == 200
-    no_context = client.get("/v1/accounts/acme", headers={"authorization": f"Bearer {home.service_token}"})
-    assert no_context.status_code == 401 and no_context.json()["error"]["code"] == "missing_user_context"
+    # the tools' own credential, or a user's context for Citadel, is not an access token for the CRM
+    credential = client.get("/v1/accounts/acme", headers={"authorization": f"Bearer {home.service_token}"})
+    assert credential.status_code == 401
     no_bearer = client.get("/v1/accounts/acme", headers={"x-citadel-user-context": home.user_context(**SALES)})
-    assert no_bearer.status_code == 401
-    # a context another service signed cannot be relayed with this service's credential
-    foreign = {**home.headers(**SALES), "x-citadel-user-context": home.user_context(**{**SALES, "service": "app"})}
-    got = client.get("/v1/accounts/acme", headers=foreign)
-    assert got.status_code == 401 and got.json()["error"]["code"] == "user_context_not_bound_to_caller"
+    assert no_bearer.status_code == 401 and no_bearer.json()["error"]["code"] == "missing_credential"
+    app_context = client.get("/v1/accounts/acme",
+                             headers={"authorization": f"Bearer {home.user_context(**{**SALES, 'service': 'app'})}"})
+    assert app_context.status_code == 401
+    # a token the token service issued for another system is not for the CRM
+    elsewhere = client.get("/v1/accounts/acme", headers={"authorization": f"Bearer "
+                                                         f"{home.access_token(**SALES, audience='erp')}"})
+    assert elsewhere.status_code == 401 and elsewhere.json()["error"]["code"] == "wrong_audience"
     # unauthenticated bad input is 401, not a 422 that would describe the API to a stranger
     assert client.post("/v1/discount-approvals", json={"discount_pct": 900}).status_code == 401
+
+
+def test_a_write_needs_a_token_issued_for_its_tool(client, home):
+    """A token's scope names the tools it was issued for: one for reading cannot create an approval."""
+    reader = {"authorization": f"Bearer {home.access_token(**SALES, scope='crm.get_account')}"}
+    assert client.get("/v1/accounts/acme", headers=reader).status_code == 200
+    refused = client.post("/v1/discount-approvals", json=_approval(), headers=reader)
+    assert refused.status_code == 403 and refused.json()["error"]["code"] == "insufficient_scope"
+    note_only = {"authorization": f"Bearer {home.access_token(**SALES, scope='crm.add_note')}"}
+    assert client.post("/v1/discount-approvals", json=_approval(), headers=note_only).status_code == 403
+    assert client.post("/v1/accounts/acme/notes", json={"text": "hi", "external_id": "n-1"},
+                       headers=note_only).status_code == 201
+    assert _store(client).count_approvals() == 0
 
 
 def test_one_external_id_makes_one_approval_and_a_repeat_returns_it_unchanged(client, home):
@@ -246,6 +291,10 @@ def test_citadel_up_starts_the_example_crm_when_configured_and_down_stops_it(tmp
     config = load_config(environ={"CITADEL_ANSWER__CONFIRM": "false", "CITADEL_HOME": str(tmp_path / "home"), "CITADEL_TOOLS__EXAMPLE_CRM": "true"})
     url = _start_example_crm(config)
     assert url.startswith("http://127.0.0.1:") and httpx.get(f"{url}/healthz").status_code == 200
-    pid = int((tmp_path / "home" / "run" / "crm.pid").read_text())
-    assert down(config) is False  # no cluster was running; the CRM is stopped all the same
-    assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+    # the users' token service started first, and the tools are pointed at it
+    assert config.tools.token_service_url.startswith("http://127.0.0.1:")
+    assert httpx.get(f"{config.tools.token_service_url}/.well-known/jwks.json").json()["keys"]
+    pids = [int((tmp_path / "home" / "run" / f"{name}.pid").read_text()) for name in ("crm", "idp")]
+    assert down(config) is False  # no cluster was running; the CRM and token service are stopped all the same
+    for pid in pids:
+        assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE

@@ -1,5 +1,6 @@
 """Tools that act, over HTTP against the example CRM on loopback (issue 16, items 1-3 and 7): a run's
-steps call `crm.*` as the run's user, each call decided by the policy engine just before it runs and
+steps call `crm.*` as the run's user (with access tokens the example token service issues from the
+run's delegation, issue 27), each call decided by the policy engine just before it runs and
 carrying an idempotency key derived from run and step; a crash after the CRM made the record and before
 the step was recorded repeats the call with the same key and the CRM holds one record."""
 
@@ -14,14 +15,12 @@ from citadel.agent.plan import parse_plan
 from citadel.agent.planner import RulesPlanner
 from citadel.agent.tools import ToolStepExecutor
 from citadel.config import load_config
-from citadel.identity.credentials import ALL_TENANTS
 from citadel.state.runs import EventType, MemoryRunStore, Run, RunStatus
 from citadel.tools.approvals import ApprovalStatus
-from citadel.tools.caller import tool_caller
 from citadel.wiring import Wiring
 from examples.crm.__main__ import db_path
-from examples.crm.launcher import start_crm, stop_crm
 from examples.crm.store import CrmStore
+from tests.integration.tool_servers import delegate_run, tool_servers
 
 REPO = Path(__file__).resolve().parents[2]
 QUESTION = "Acme renews next month. Are they eligible for the multi-year discount?"
@@ -72,13 +71,8 @@ def crm(tmp_path):
     config = load_config(environ={"CITADEL_ANSWER__CONFIRM": "false", "CITADEL_HOME": str(tmp_path / "home"), "CITADEL_EMBEDDING__BACKEND": "hash",
                                   "CITADEL_TOOLS__REGISTRY_FILE": str(REPO / "examples" / "crm" / "tools.yaml"),
                                   "CITADEL_TOOLS__AUDIT_SEED": "7", "CITADEL_TOOLS__HONEYPOT_RATE": "0"})
-    tool_caller(config, [ALL_TENANTS])  # the tools' credential exists before the CRM reads the home
-    server = start_crm(Path(config.home))
-    config.tools.endpoints = {"crm": server.url}
-    try:
+    with tool_servers(config):
         yield Wiring(config=config), CrmStore(db_path(Path(config.home).resolve()))
-    finally:
-        stop_crm(Path(config.home))
 
 
 def drive(runtime, steps, executor=None, clock=None, store=None, owner="replica-a", user="sam", groups=SALES):
@@ -86,6 +80,7 @@ def drive(runtime, steps, executor=None, clock=None, store=None, owner="replica-
     store = store or MemoryRunStore(clock.now)
     if store.get("run-1") is None:
         store.create(Run("run-1", "northwind", user, "c1", QUESTION, groups=groups))
+        delegate_run(runtime, "run-1", "northwind", user, groups)
     orchestrator = runtime.make_orchestrator(store, planner=ScriptedPlanner(steps), clock=clock,
                                              executor=executor or ToolStepExecutor(), memory=None)
     run = orchestrator.drive("run-1", owner)
@@ -240,10 +235,7 @@ def test_an_invalid_tool_response_is_held_for_review_and_a_correction_runs_the_c
     config = load_config(environ={"CITADEL_ANSWER__CONFIRM": "false", "CITADEL_HOME": str(tmp_path / "home"), "CITADEL_EMBEDDING__BACKEND": "hash",
                                   "CITADEL_TOOLS__REGISTRY_FILE": str(tmp_path / "tools.yaml"),
                                   "CITADEL_TOOLS__HONEYPOT_RATE": "0", "CITADEL_TOOLS__REVIEW_GROUP": "crm-admins"})
-    tool_caller(config, [ALL_TENANTS])
-    server = start_crm(Path(config.home))
-    config.tools.endpoints = {"crm": server.url}
-    try:
+    with tool_servers(config):
         runtime = Wiring(config=config)
         run, store = drive(runtime, [READ])
         assert run.status == RunStatus.WAITING
@@ -260,5 +252,3 @@ def test_an_invalid_tool_response_is_held_for_review_and_a_correction_runs_the_c
         run, store = drive(runtime, [READ], store=store)
         [action] = final_of(store)["actions"]
         assert (action["status"], action["error"], action["comment"]) == ("failed", "review_rejected", "CRM is down")
-    finally:
-        stop_crm(Path(config.home))

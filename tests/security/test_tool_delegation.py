@@ -102,7 +102,8 @@ def test_a_user_who_lost_access_before_the_approved_action_resumes_gets_no_write
         client.app.state.services.wiring.orchestrator.planner = ScriptedPlanner([PROPOSAL])
         conversation = client.post("/v1/conversations", headers=home.headers(**SAM)).json()["conversation_id"]
         posted = client.post(f"/v1/conversations/{conversation}/messages", headers=home.headers(**SAM),
-                             json={"content": "Propose 12% for 24 months for acme."})
+                             json={"content": "Acme renews next month. Are they eligible for the multi-year discount? "
+                                              "Propose 12% for 24 months."})
         assert posted.status_code == 202, posted.text
         run_id = posted.json()["run_id"]
         client.app.state.services.runs.wait_for_runs(60)
