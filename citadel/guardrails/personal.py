@@ -69,8 +69,10 @@ _SORT_CODE_ACCOUNT = regex.compile(
     "guardrails.personal.sort_code_account", r"\b[0-9]{2}-[0-9]{2}-[0-9]{2},? {1,3}[0-9]{8}\b")
 _IPV4 = regex.compile("guardrails.personal.ipv4", r"\b[0-9]{1,3}(?:\.[0-9]{1,3}){3}\b")
 _IPV6 = regex.compile("guardrails.personal.ipv6", r"[0-9a-f]{0,4}(?::[0-9a-f]{0,4}){2,7}", regex.IGNORECASE)
-# The words a known name is matched against (a name is a run of these, lower-cased).
-_WORD = regex.compile("guardrails.personal.word", r"[\w][\w.'\-]*")
+# The words a known name is matched against (a name is a run of these, lower-cased, its punctuation
+# trimmed). One repeated class: backtrack-free, so it runs on `re`, far cheaper per match than RE2's binding.
+_WORD = regex.compile("guardrails.personal.word", r"[\w.'\-]+")
+_WORD_PUNCTUATION = ".'-"
 
 _DIGITS = str.maketrans("", "", " .-()+")
 # Phone numbers hold 8-15 digits (E.164 caps them at 15); a national one with its trunk 0, 10-11.
@@ -223,19 +225,26 @@ class PersonalDataMasker:
 
     def _name_spans(self, text: str) -> list[tuple[int, int]]:
         """Runs of up to MAX_NAME_WORDS words that spell a known name: a set lookup per run, linear."""
-        words = [(m.start(), m.end(), m.group(0).rstrip(".'-").lower()) for m in _WORD.finditer(text)]
+        words = [word for match in _WORD.finditer(text) if (word := _trimmed_word(match))[1]]
         spans, index = [], 0
         while index < len(words):
             for length in range(min(self._longest, MAX_NAME_WORDS, len(words) - index), 0, -1):
-                key = " ".join(word for _, _, word in words[index:index + length])
-                if key in self._names:
-                    start, end = words[index][0], words[index + length - 1][0] + len(words[index + length - 1][2])
-                    spans.append((start, end))
+                if " ".join(word.lower() for _, word in words[index:index + length]) in self._names:
+                    last_start, last_word = words[index + length - 1]
+                    spans.append((words[index][0], last_start + len(last_word)))
                     index += length
                     break
             else:
                 index += 1
         return spans
+
+
+def _trimmed_word(match) -> tuple[int, str]:
+    """(start, word) of a word match without the punctuation around it ("Alice." -> "Alice")."""
+    raw = match.group(0)
+    word = raw.lstrip(_WORD_PUNCTUATION)
+    start = match.start() + len(raw) - len(word)
+    return start, word.rstrip(_WORD_PUNCTUATION)
 
 
 def _name_key(name: str) -> str:

@@ -112,3 +112,22 @@ def test_only_a_platform_admin_reads_a_kept_prompt(tmp_path):
         assert missing.status_code == 404, missing.text
     audit = client.app.state.services.wiring.raw_catalog.audit_log()
     assert not [a for a in audit if a["action"] == "prompt_read" and a["target"] == request_id]
+
+
+def test_the_cli_shows_a_kept_prompt_to_a_platform_admin_only_and_audits_it(tmp_path, monkeypatch):
+    from typer.testing import CliRunner
+
+    from citadel.cli.main import app
+    from citadel.wiring import Wiring
+
+    home = _home(tmp_path)
+    wiring = Wiring(home.config)
+    wiring.prompt_vault.put("r-cli", "acme", "alice", [{"role": "user", "content": QUESTION}], "reply")
+    monkeypatch.setenv("CITADEL_HOME", str(home.config.home))
+    refused = CliRunner().invoke(app, ["logs", "show", "r-cli", "--credential", home.service_token])
+    assert refused.exit_code == 1 and EMAIL not in refused.output
+    shown = CliRunner().invoke(app, ["logs", "show", "r-cli", "--credential", home.admin_token])
+    assert shown.exit_code == 0, shown.output
+    assert json.loads(shown.stdout)["prompt"][0]["content"] == QUESTION
+    [read] = [a for a in wiring.raw_catalog.audit_log() if a["action"] == "prompt_read"]
+    assert read["target"] == "r-cli" and read["actor"].startswith("ops (cli: ") and read["detail"]["via"] == "cli"
