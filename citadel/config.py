@@ -571,6 +571,9 @@ class AgentConfig(_Section):
     prompt_allowances: dict[str, int] = Field(default_factory=_prompt_allowances,
                                               description="Tokens per prompt part: system, tools, conversation, "
                                               "notes, sources, task (stable parts first, the task last).")
+    retention_days: float = Field(30.0, gt=0, description="Conversations (messages, summaries, memories) and runs "
+                                  "(event logs, steps) idle this long are purged, by the answer log's purge "
+                                  "(`citadel purge-logs`, each serving process's purge thread).")
 
 
 class ToolsConfig(_Section):

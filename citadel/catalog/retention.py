@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from typing import Callable
 
 log = logging.getLogger(__name__)
 
@@ -36,11 +37,34 @@ def purge_expired_prompts(catalog, config) -> int:
     return int(purge(float(config.prompt_retention_days) * SECONDS_PER_DAY))
 
 
-class AnswerLogPurger:
-    """A daemon thread that purges expired answer-log rows every `interval_s` (first one at start)."""
+# Conversations and runs (citadel/state) expire by the same purge, after `agent.retention_days` idle:
+# one purge, one loop, whatever it deletes.
+def session_retention_s(agent_config) -> float:
+    return float(agent_config.retention_days) * SECONDS_PER_DAY
 
-    def __init__(self, catalog, config, interval_s: float):
+
+def purge_expired_sessions(runs, conversations, agent_config) -> dict[str, int]:
+    """Delete the conversations (with their messages, summaries, memories) and runs (with their
+    event logs) idle past the retention; either store may be None. Returns how many of each."""
+    max_idle_s = session_retention_s(agent_config)
+    return {"conversations": int(conversations.purge_idle(max_idle_s)) if conversations is not None else 0,
+            "runs": int(runs.purge_idle(max_idle_s)) if runs is not None else 0}
+
+
+def purge_expired(catalog, config, runs=None, conversations=None) -> dict[str, int]:
+    """Everything with a retention, from the whole config: answer-log rows, idle conversations, idle runs."""
+    return {"answers": purge_expired_answers(catalog, config.answer),
+            **purge_expired_sessions(runs, conversations, config.agent)}
+
+
+class AnswerLogPurger:
+    """A daemon thread that purges expired answer-log rows every `interval_s` (first one at start),
+    and with them the idle sessions when given `sessions` (a callable: purge_expired_sessions bound to
+    this process's stores)."""
+
+    def __init__(self, catalog, config, interval_s: float, sessions: Callable[[], dict] | None = None):
         self._catalog = catalog
+        self._sessions = sessions
         self._config = config
         self._interval_s = interval_s
         self._stop = threading.Event()
@@ -54,6 +78,16 @@ class AnswerLogPurger:
         self._stop.set()
         self._thread.join(timeout_s)
 
+    def _purge_sessions(self) -> None:
+        if self._sessions is None:
+            return
+        try:  # apart from the answer log's: one store failing does not keep the other from its purge
+            purged = self._sessions()
+            if any(purged.values()):
+                log.info("sessions: purged %s idle past the retention", purged)
+        except Exception:
+            log.exception("session purge failed")
+
     def _run(self) -> None:
         while not self._stop.is_set():
             try:
@@ -65,4 +99,5 @@ class AnswerLogPurger:
                     log.info("prompt vault: purged %d records older than the retention", prompts)
             except Exception:  # a failed purge is retried at the next interval; the thread lives on
                 log.exception("answer-log purge failed")
+            self._purge_sessions()
             self._stop.wait(self._interval_s)

@@ -339,12 +339,16 @@ def purge_logs(config: Optional[Path] = ConfigOption) -> None:
     CronJob; serving processes also purge every `answer.answer_log_purge_interval_s`), and kept prompts
     older than `answer.prompt_retention_days`."""
     from citadel.catalog.retention import purge_expired_answers, purge_expired_prompts
+    from citadel.catalog.retention import purge_expired_sessions
 
     runtime = Wiring(config_path=config)
     purged = purge_expired_answers(runtime.catalog, runtime.config.answer)
+    # Conversations and runs idle past agent.retention_days go by the same purge.
+    sessions = purge_expired_sessions(runtime.run_store, runtime.conversation_store, runtime.config.agent)
     prompts = purge_expired_prompts(runtime.catalog, runtime.config.answer)
     print(json.dumps({"purged": purged, "retention_days": runtime.config.answer.answer_log_retention_days,
-                      "prompts_purged": prompts, "prompt_retention_days": runtime.config.answer.prompt_retention_days}))
+                      "prompts_purged": prompts, "prompt_retention_days": runtime.config.answer.prompt_retention_days,
+                      **sessions, "session_retention_days": runtime.config.agent.retention_days}))
 
 
 @app.command("dead-letters")

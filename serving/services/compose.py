@@ -70,9 +70,13 @@ def build_services(config: CitadelConfig, stages: Stages | None = None, clock: C
     if stages is not None and stages.retriever is not None:
         metrics.watch_retriever(stages.retriever)  # a remote retriever's hedge and retry counts
     if in_replica and config.answer.answer_log_purge_interval_s > 0:  # retention without traffic too
-        from citadel.catalog.retention import AnswerLogPurger
+        from functools import partial
 
-        AnswerLogPurger(wiring.catalog, config.answer, config.answer.answer_log_purge_interval_s).start()
+        from citadel.catalog.retention import AnswerLogPurger, purge_expired_sessions
+
+        # Idle conversations and runs go by the same purge loop as the answer log.
+        sessions = partial(purge_expired_sessions, wiring.run_store, wiring.conversation_store, config.agent)
+        AnswerLogPurger(wiring.catalog, config.answer, config.answer.answer_log_purge_interval_s, sessions).start()
     runs = _runs_service(config, wiring, metrics, in_replica)
     approvals = ApprovalsService(wiring.approval_store, wiring.run_store, wiring.tool_policy, runs.resume,
                                  metrics=metrics, eval_dir=eval_dir_for(config),
