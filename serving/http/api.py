@@ -227,6 +227,11 @@ def _add_run_routes(app: FastAPI) -> None:
     async def delete_conversation(request: Request, conversation_id: str) -> dict:
         return await _caller_call(request, "conversations", lambda s: s.runs.delete_conversation, conversation_id)
 
+    @app.delete("/v1/me/data", responses=ERRORS)
+    async def delete_my_data(request: Request) -> dict:
+        """Delete all of the calling user's conversations, memories, runs and run events (audited)."""
+        return await _caller_call(request, "me", lambda s: s.runs.delete_my_data)
+
     @app.post("/v1/conversations/{conversation_id}/messages", status_code=202, responses=ERRORS)
     async def post_message(request: Request, conversation_id: str, body: MessageRequest) -> dict:
         return await _caller_call(request, "messages", lambda s: s.runs.post_message, conversation_id, body.content)

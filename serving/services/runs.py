@@ -71,6 +71,19 @@ class RunsService:
         self.memory.forget(conversation_id, caller.principal)
         return {"conversation_id": conversation_id, "deleted": True}
 
+    def delete_my_data(self, caller: Caller) -> dict:
+        """Everything the caller stored here in this tenant: conversations (messages, summaries, the
+        memories taken from them), memories, and runs with their event logs and steps; audited.
+        Another user's data, and this user's in another tenant, stay. A run still working when its
+        records go fails at its next write and records nothing more."""
+        principal = caller.principal
+        tenant_id, user_id = principal.tenant_id, principal.user_id
+        memories = len(self.conversations.memories(tenant_id, user_id))
+        deleted = {"conversations": self.conversations.delete_user(tenant_id, user_id), "memories": memories,
+                   "runs": self.runs.delete_user(tenant_id, user_id)}
+        self.catalog.audit(user_id, "user_data_deleted", tenant_id, user_id, {**deleted, "service": caller.service.id})
+        return {"tenant_id": tenant_id, "user_id": user_id, "deleted": deleted}
+
     def post_message(self, caller: Caller, conversation_id: str, content: str) -> dict:
         """Record the user's message and start a run answering it; returns its id at once."""
         if len(content) > self.config.agent.max_message_chars:
