@@ -19,7 +19,7 @@ import pytest
 from citadel.identity.context import sign_user_context
 from citadel.identity.credentials import ALL_TENANTS
 from citadel.identity.keys import current_service_key
-from citadel.tools.caller import tool_caller
+from citadel.tools.caller import tool_caller, tools_credential
 from examples.crm.__main__ import db_path
 from examples.crm.launcher import start_crm, stop_crm
 from examples.crm.store import CrmStore
@@ -132,3 +132,112 @@ def test_a_user_who_lost_access_before_the_approved_action_resumes_gets_no_write
     final = [e["data"] for e in events if e["type"] == "final"][-1]
     [action] = final["actions"]
     assert action["status"] == "failed" and action["error"] == "delegation_refused"
+
+
+# ----------------------------------------------------------------------------- the token service's rules, in process
+
+@pytest.fixture
+def token_service(tmp_path):
+    """The token service's own exchange logic over a fresh home, and a way to call it as the tools' client."""
+    import base64
+
+    from citadel.config import load_config
+    from examples.idp.exchange import TokenService
+    from examples.idp.keys import signing_key
+    from tests.integration.tool_servers import user_context
+
+    config = load_config(environ={"CITADEL_HOME": str(tmp_path / "home")})
+    secret = tools_credential(config, [ALL_TENANTS])  # Citadel's client secret at the token service
+    service = TokenService(config, signing_key(config))
+    client = "Basic " + base64.b64encode(f"citadel-tools:{secret}".encode()).decode()
+
+    def exchange(form: dict, authorization: str = client) -> dict:
+        return service.exchange(authorization, {"grant_type": TOKEN_EXCHANGE, **form})
+
+    sam = user_context(config, "northwind", "sam", ["sales"])
+    return config, service, exchange, sam
+
+
+def _delegate(exchange, subject: str, run_id: str = "run-1") -> str:
+    return exchange({"subject_token": subject, "subject_token_type": JWT_TYPE, "requested_token_type": REFRESH,
+                     "audience": "crm", "scope": "crm.add_note crm.get_account", "run_id": run_id})["access_token"]
+
+
+REFRESH = "urn:ietf:params:oauth:token-type:refresh_token"
+
+
+def test_a_delegation_yields_access_only_for_its_own_run_system_and_tools(token_service):
+    from examples.idp.exchange import OAuthError
+
+    _, _, exchange, sam = token_service
+    delegation = _delegate(exchange, sam)
+    use = {"subject_token": delegation, "subject_token_type": REFRESH, "audience": "crm", "run_id": "run-1"}
+    issued = exchange({**use, "scope": "crm.add_note"})
+    claims = jwt.decode(issued["access_token"], options={"verify_signature": False})
+    assert (claims["sub"], claims["tenant"], claims["groups"], claims["aud"]) == ("sam", "northwind", ["sales"], "crm")
+    assert claims["scope"] == "crm.add_note" and claims["act"] == {"sub": "citadel-tools"} and claims["run"] == "run-1"
+    assert claims["exp"] - claims["iat"] <= 300 and issued["token_type"] == "Bearer"
+    for wrong in ({"run_id": "run-2"}, {"scope": "crm.create_discount_approval"}, {"audience": "erp"},
+                  {"requested_token_type": REFRESH}):
+        with pytest.raises(OAuthError):
+            exchange({**use, "scope": "crm.add_note", **wrong})
+    # an access token is not a delegation, and a delegation is not a user's context
+    with pytest.raises(OAuthError):
+        exchange({**use, "subject_token": issued["access_token"], "scope": "crm.add_note"})
+    with pytest.raises(OAuthError):
+        exchange({"subject_token": delegation, "subject_token_type": JWT_TYPE, "audience": "crm",
+                  "scope": "crm.add_note"})
+
+
+def test_only_the_tools_client_with_its_credential_may_exchange(token_service):
+    import base64
+
+    from examples.idp.exchange import OAuthError
+
+    config, _, exchange, sam = token_service
+    for authorization in (None, "Bearer nope", "Basic " + base64.b64encode(b"citadel-tools:wrong").decode(),
+                          "Basic !!!"):
+        with pytest.raises(OAuthError) as refused:
+            _delegate(lambda form: exchange(form, authorization), sam)
+        assert refused.value.status == 401 and refused.value.error == "invalid_client"
+
+
+def test_a_revoked_user_gets_nothing_from_an_earlier_delegation(token_service):
+    from examples.idp import users
+    from examples.idp.exchange import OAuthError
+
+    config, _, exchange, sam = token_service
+    delegation = _delegate(exchange, sam)
+    users.revoke(Path(config.home), "northwind", "sam")
+    with pytest.raises(OAuthError) as refused:
+        exchange({"subject_token": delegation, "subject_token_type": REFRESH, "audience": "crm",
+                  "run_id": "run-1", "scope": "crm.add_note"})
+    assert refused.value.error == "invalid_grant"
+    with pytest.raises(OAuthError):
+        _delegate(exchange, sam)  # nor a new one
+    users.restore(Path(config.home), "northwind", "sam")
+    assert _delegate(exchange, sam)
+
+
+def test_the_hs256_path_is_a_named_local_test_mode_only(tmp_path):
+    """`local_test_hs256` must be chosen by name: the default CRM refuses what it sends."""
+    from citadel.config import load_config
+    from citadel.tools.caller import LocalTestHs256Caller, TokenExchangeCaller
+    from citadel.types import Principal
+    from examples.crm.server import create_app, verifier_from_config
+    from examples.idp.keys import publish_jwks, signing_key
+    from fastapi.testclient import TestClient
+
+    default = load_config(environ={"CITADEL_HOME": str(tmp_path / "home")})
+    assert isinstance(tool_caller(default, [ALL_TENANTS]), TokenExchangeCaller)
+    test_only = load_config(environ={"CITADEL_HOME": str(tmp_path / "home"),
+                                     "CITADEL_TOOLS__DELEGATION": "local_test_hs256"})
+    caller = tool_caller(test_only, [ALL_TENANTS])
+    assert isinstance(caller, LocalTestHs256Caller)
+    headers = caller.headers(Principal("northwind", "sam", frozenset({"sales"})), "crm.get_account", "crm", "run-1")
+    publish_jwks(default.home, signing_key(default))
+    for config, status in ((test_only, 200), (default, 401)):
+        app = create_app(Path(config.home) / "crm" / "crm.sqlite", verifier_from_config(config))
+        with TestClient(app) as client:
+            assert client.get("/v1/accounts/acme", headers=headers).status_code == status
+        app.state.store.close()
