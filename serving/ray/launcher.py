@@ -118,6 +118,7 @@ def up(config: CitadelConfig, timeout_s: float = 180.0) -> str:
     while not files.ready.exists():
         if process.poll() is not None:
             files.pid.unlink(missing_ok=True)
+            _stop_example_servers(config)  # never leave the CRM or token service running behind a failed start
             raise LauncherError(f"the cluster exited with {process.returncode}; see {files.log}")
         if time.monotonic() > deadline:
             down(config)
@@ -141,18 +142,26 @@ def _start_example_crm(config: CitadelConfig) -> str:
     tool_caller(config, [ALL_TENANTS])
     if config.tools.delegation == "token_exchange":
         config.tools.token_service_url = start_idp(Path(config.home)).url
-    return start_crm(Path(config.home)).url
+    try:
+        return start_crm(Path(config.home)).url
+    except BaseException:
+        _stop_example_servers(config)
+        raise
 
 
-def down(config: CitadelConfig, timeout_s: float = STOP_TIMEOUT_S) -> bool:
-    """Stop the cluster `up` started (only that one), and the example CRM and token service if it
-    started them. Returns False when no cluster was running."""
+def _stop_example_servers(config: CitadelConfig) -> None:
     if config.tools.example_crm:
         from examples.crm.launcher import stop_crm
         from examples.idp.launcher import stop_idp
 
         stop_crm(Path(config.home).resolve())
         stop_idp(Path(config.home).resolve())
+
+
+def down(config: CitadelConfig, timeout_s: float = STOP_TIMEOUT_S) -> bool:
+    """Stop the cluster `up` started (only that one), and the example CRM and token service if it
+    started them. Returns False when no cluster was running."""
+    _stop_example_servers(config)
     files = RunFiles.of(config)
     pid = running_pid(files)
     if pid is None:
