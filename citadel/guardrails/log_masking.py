@@ -44,8 +44,9 @@ class PersonalDataLogFilter(logging.Filter):
 
 def install_log_masking(masker: PersonalDataMasker, *loggers: str) -> PersonalDataLogFilter:
     """Put one masking filter on the handlers of the root logger, of `loggers` (names of loggers
-    that do not propagate) and on the last-resort handler, replacing any installed before."""
-    log_filter = PersonalDataLogFilter(masker)
+    that do not propagate) and on the last-resort handler, replacing any installed before. Log lines
+    keep private IP addresses (`for_logs`): the server that failed is what an operator looks for."""
+    log_filter = PersonalDataLogFilter(masker.for_logs())
     handlers = [*logging.getLogger().handlers, *(h for name in loggers for h in logging.getLogger(name).handlers)]
     if logging.lastResort is not None:
         handlers.append(logging.lastResort)

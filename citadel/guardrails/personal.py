@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import ipaddress
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from citadel import regex
 
@@ -130,13 +130,19 @@ def _ipv6_valid(text: str) -> bool:
     return True
 
 
+def _public_address(valid: Callable[[str], bool]) -> Callable[[str], bool]:
+    """`valid`, and routable on the internet: a user's address, not a server's (10.x, 192.168.x,
+    loopback, link-local and documentation addresses are infrastructure an operator's log must name)."""
+    return lambda text: valid(text) and ipaddress.ip_address(text).is_global
+
+
 def _touches_other_text(text: str, start: int, end: int) -> bool:
     """Letters, digits or dots touching the match: it is part of a longer number, a version string
     ("1.2.3.4.5"), a path or a word, not a value of its own."""
     before = text[start - 1] if start > 0 else " "
     after = text[end] if end < len(text) else " "
     after_next = text[end + 1] if end + 1 < len(text) else " "
-    return before.isalnum() or before in "._/" or after.isalnum() or (after in ".-:" and after_next.isalnum())
+    return before.isalnum() or before in "._/" or after.isalnum() or (after in ".-" and after_next.isalnum())
 
 
 # Words that make a dotted quad a version or a section, not an address ("version 10.2.0.1").
@@ -190,6 +196,9 @@ SCREENS: tuple[_Screen, ...] = (
     _Screen(PHONE, _PHONE_NANP),
     _Screen(PHONE, _PHONE_TRUNK, _phone_trunk),
 )
+# Log lines are for operators: a failing server's private address stays, a user's public one goes.
+LOG_SCREENS: tuple[_Screen, ...] = tuple(
+    replace(screen, check=_public_address(screen.check)) if screen.kind == IP else screen for screen in SCREENS)
 
 
 # ---------------------------------------------------------------------- the masker
@@ -197,9 +206,16 @@ class PersonalDataMasker:
     """Masks the personal data in a text; `names`: the user names and ids the catalog knows, masked
     wherever they appear as whole words (case-insensitive). Build one per process and share it."""
 
-    def __init__(self, names: Iterable[str] = ()):
+    def __init__(self, names: Iterable[str] = (), screens: tuple[_Screen, ...] = SCREENS):
         self._names = frozenset(_name_key(name) for name in names if len(name.strip()) >= MIN_NAME_CHARS)
         self._longest = max((key.count(" ") + 1 for key in self._names), default=0)
+        self._screens = screens
+
+    def for_logs(self) -> "PersonalDataMasker":
+        """The same masker for operators' log lines: private (infrastructure) IP addresses kept."""
+        masker = PersonalDataMasker((), LOG_SCREENS)
+        masker._names, masker._longest = self._names, self._longest
+        return masker
 
     @property
     def knows_names(self) -> bool:
@@ -209,7 +225,7 @@ class PersonalDataMasker:
         """`text` with each piece of personal data replaced by its placeholder (bounded: see the module)."""
         if len(text) > MAX_MASKED_CHARS:
             text = text[:MAX_MASKED_CHARS] + TRUNCATED
-        for screen in _relevant(text):
+        for screen in _relevant(text, self._screens):
             text = _replace(text, screen.spans(text), placeholder(screen.kind))
         if self._names:
             text = _replace(text, self._name_spans(text), placeholder(NAME))
@@ -218,7 +234,7 @@ class PersonalDataMasker:
     def kinds(self, text: str) -> list[str]:
         """The kinds of personal data `text` holds, in screen order (for tests and reports)."""
         text = text[:MAX_MASKED_CHARS]
-        found = [s.kind for s in _relevant(text) if s.spans(text)]
+        found = [s.kind for s in _relevant(text, self._screens) if s.spans(text)]
         if self._names and self._name_spans(text):
             found.append(NAME)
         return list(dict.fromkeys(found))
@@ -251,11 +267,11 @@ def _name_key(name: str) -> str:
     return " ".join(name.lower().split())
 
 
-def _relevant(text: str) -> list[_Screen]:
+def _relevant(text: str, screens: tuple[_Screen, ...]) -> list[_Screen]:
     """The screens that can match at all: most need a digit, the e-mail an "@" (a test far cheaper
     than a pattern, so text without either costs almost nothing)."""
     present = {"digit": any(char.isdigit() for char in text), "@": "@" in text, ":": text.count(":") >= 2}
-    return [screen for screen in SCREENS if present[screen.trigger]]
+    return [screen for screen in screens if present[screen.trigger]]
 
 
 def _replace(text: str, spans: list[tuple[int, int]], replacement: str) -> str:

@@ -28,6 +28,7 @@ MASKED = [
     ("NI number AB 12 34 56 C", "NI number [national_id]"),
     ("NI AB123456C", "NI [national_id]"),
     ("from 192.168.1.20 yesterday", "from [ip] yesterday"),
+    ("host 81.2.69.160:443", "host [ip]:443"),
     ("from 2001:db8::8a2e:370:7334 and fe80::1", "from [ip] and [ip]"),
 ]
 
@@ -96,6 +97,13 @@ def test_the_log_filter_masks_messages_arguments_and_tracebacks():
         failed = logging.LogRecord("citadel.x", logging.ERROR, __file__, 1, "failed", (), sys.exc_info())
     PersonalDataLogFilter(masker).filter(failed)
     assert "a@b.io" not in failed.exc_text and "[email]" in failed.exc_text
+
+
+def test_log_lines_keep_private_addresses_and_mask_public_ones():
+    masker = PersonalDataMasker().for_logs()
+    assert masker.mask("redis at 10.20.30.40:6379 refused; client 81.2.69.160") == \
+        "redis at 10.20.30.40:6379 refused; client [ip]"
+    assert mask_personal_data("client 10.20.30.40") == "client [ip]"  # spans and the answer log: every address
 
 
 def test_install_puts_one_filter_on_the_root_handlers():
