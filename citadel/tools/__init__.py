@@ -12,6 +12,9 @@
   (`approvals_sqlite`) every process of the machine shares;
 - `pause`: the `PauseSwitch` an admin uses to pause the model or a tool, per tenant or everywhere,
   without a restart (in process, or a SQLite file shared by processes).
+- `caller`, `delegation`, `token_exchange`: who a call is made as — an access token the users' token
+  service issued for the tool's system and the tool (OAuth 2.0 Token Exchange, RFC 8693) from the
+  delegation the run took from its user's own context when it started; `http`: a tool over HTTP.
 
 The run-time side (the tools a step may call, `citadel/agent/tools.py`) consults these; nothing here
 calls a tool.
