@@ -249,6 +249,14 @@ class AnswerConfig(_Section):
         description="Chunks whose planted-instruction verdict is remembered (a chunk's text never changes, "
         "and screening one costs ~1.5 ms of regex); 0 screens every time.",
     )
+    allowed_link_domains: list[str] = Field(
+        default_factory=list, max_length=1_000,
+        description="Domains (and their subdomains) an answer may link to, for every tenant; links elsewhere "
+        "lose their target, and images, HTML and data URIs never leave (citadel/answer/links.py).",
+    )
+    tenant_link_domains: dict[str, list[str]] = Field(
+        default_factory=dict, description="Further link domains per tenant id, added to allowed_link_domains.",
+    )
 
 
 class IngestPipelineConfig(_Section):
@@ -301,7 +309,7 @@ class StateConfig(_Section):
     answer_cache_max_entries: int = Field(10_000, ge=1, description="In-process cache capacity (LRU beyond it).")
     budget_requests_per_day: int = Field(2_000, ge=1, description="Requests one user may make per UTC day.")
     budget_cost_per_day: float = Field(
-        5.0, gt=0, description="Estimated cost (in `cost_unit`) one user may spend per UTC day."
+        20.0, gt=0, description="Estimated cost (in `cost_unit`) one user may spend per UTC day."
     )
     cost_per_1k_tokens: float = Field(0.002, ge=0, description="Estimated cost of 1,000 prompt+answer tokens.")
     cost_unit: str = Field("USD", description="Unit of the cost budget, shown in 429 reasons.")

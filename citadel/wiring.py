@@ -217,23 +217,23 @@ class Wiring:
         from citadel.answer.confirm import ConfirmSettings
         from citadel.answer.expand import ExpansionBudget, SectionExpander
         from citadel.answer.gate_model import make_gate
+        from citadel.answer.links import LinkPolicy
         from citadel.answer.prompt import PromptAssembler
         from citadel.answer.semantic import WORD_MEMO_CAPACITY
         from citadel.answer.service import AnswerService, AnswerSettings, QueryVectorMemo
         from citadel.answer.validator import AnswerValidator
-        from citadel.guardrails.planted import PlantedScreen
-
         answer = self.config.answer
         expander = SectionExpander(ExpansionBudget(answer.max_sources, answer.source_token_budget,
                                                    answer.total_token_budget))
         service = AnswerService(self.retriever, self.partitions, self.reranker, make_gate(answer), self.generator,
                              self.catalog, AnswerSettings.from_config(answer), expander,
                              AnswerValidator(answer.min_support), self.router,
-                             PlantedScreen(answer.screen_cache_chunks), self.memo,
+                             self.planted_screen, self.memo,
                              QueryVectorMemo(self.embedder, WORD_MEMO_CAPACITY),
                              PromptAssembler.for_generator(self.generator, self.config.agent),
                              self.pause_switch.is_paused, self.reader if answer.confirm else None,
-                             ConfirmSettings.from_config(answer))
+                             ConfirmSettings.from_config(answer), LinkPolicy.from_config(answer),
+                             self.suspicious_content)
         return self._keeping_personal_data_in(service)
 
     def _keeping_personal_data_in(self, service):
@@ -264,6 +264,29 @@ class Wiring:
         if answer.prompt_retention_days <= 0:
             return None
         return PromptVault(self.raw_catalog, keyring_for(self.config.secrets_dir, answer.prompt_key_env))
+
+    @cached_property
+    def user_spend(self):
+        """Charges what runs spend to their users' daily budgets (the state's budget store)."""
+        from citadel.agent.budget import BudgetStoreSpend
+
+        return BudgetStoreSpend(self.state.budgets, self.config.state.cost_per_1k_tokens)
+
+    @cached_property
+    def planted_screen(self):
+        """The one planted-instruction screen of this process (verdicts remembered per chunk): every
+        retrieved passage and expanded section on every path passes it before a prompt."""
+        from citadel.guardrails.planted import PlantedScreen
+
+        return PlantedScreen(self.config.answer.screen_cache_chunks)
+
+    @cached_property
+    def suspicious_content(self):
+        """Tells a document's owner, once per version, that the screen dropped one of its passages."""
+        from citadel.tools.reviews import ReviewPolicy, SuspiciousContentReporter
+
+        return SuspiciousContentReporter(self.approval_store, self.catalog, ReviewPolicy.from_config(self.config.tools),
+                                         self.clock or time.time)
 
     # ------------------------------------------------------------------ the agentic path
     @cached_property
@@ -304,7 +327,8 @@ class Wiring:
 
         answer = self.config.answer
         reranker = self.reranker if answer.reranker == "reader" else None
-        search = SearchTool(self.retriever, answer.rerank_top_n, reranker, answer.reader_candidates)
+        search = SearchTool(self.retriever, answer.rerank_top_n, reranker, answer.reader_candidates,
+                            self.planted_screen)
         tools = self.config.tools
         if tools.registry_file is None:
             return ToolRegistry([search])
@@ -375,6 +399,7 @@ class Wiring:
         the `AFTER_STEP` crash point (citadel/resilience/crash_points.py): a drill arms it through the
         environment; unarmed it costs one environment lookup per step."""
         from citadel.agent.orchestrator import Orchestrator
+        from citadel.answer.links import LinkPolicy
         from citadel.resilience.crash_points import after_step
         from citadel.tools.honeypots import HoneypotPlanter
         from citadel.tools.reviews import ReviewPolicy
@@ -385,6 +410,9 @@ class Wiring:
         options.setdefault("wall_clock", self.clock or time.time)
         options.setdefault("honeypots", HoneypotPlanter.from_config(self.config.tools))
         options.setdefault("reviews", ReviewPolicy.from_config(self.config.tools))
+        options.setdefault("links", LinkPolicy.from_config(self.config.answer))
+        options.setdefault("flagged", self.suspicious_content)
+        options.setdefault("spend", self.user_spend)
         return Orchestrator(run_store, self.answer_service, planner or self.planner, self.agent_tools,
                             self.config.agent, cost_per_1k_tokens=self.config.state.cost_per_1k_tokens, **options)
 

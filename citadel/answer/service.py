@@ -15,7 +15,7 @@ import time
 import uuid
 from collections import OrderedDict
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Iterator, Sequence
 
 import numpy as np
@@ -29,6 +29,7 @@ from citadel.answer.gate import (CLARIFY, NEEDS_CLARIFICATION, NO_ELIGIBLE_SOURC
                                  cosine_scores, term_idf, weighted_coverage)
 from citadel.answer.gate_model import CalibratedGate
 from citadel.answer.glossary import glossary_of
+from citadel.answer.links import LinkPolicy
 from citadel.answer.semantic import ClaimSupport, term_matches
 from citadel.generation.backends import ExtractiveGenerator, messages_for
 from citadel.generation.base import Generator
@@ -39,6 +40,7 @@ from citadel.catalog.base import Catalog
 from citadel.tools.spec import MODEL_TARGET
 from citadel.config import AgentConfig
 from citadel.guardrails.base import QuestionRouter
+from citadel.guardrails.planted import SCREENED_NOTICE
 from citadel.guardrails.personal import PATTERNS_ONLY
 from citadel.guardrails.pii import sensitive_data_kind
 from citadel.guardrails.redaction import loggable_question, masked_record, withheld_entry
@@ -119,6 +121,7 @@ class AnswerTrace:
     sources: list[Passage] = field(default_factory=list)  # the numbered sources after expansion
     drafted: list[Passage] = field(default_factory=list)  # sources the generator's draft cited
     routed: bool = False  # the router answered (refused) before retrieval
+    screened: list[Passage] = field(default_factory=list)  # dropped by the planted-instruction screen
     prompt: dict[str, Any] | None = None  # a run's synthesis: what the budgeted prompt held (prompt_report)
 
 
@@ -227,9 +230,14 @@ class AnswerService:
                  router: QuestionRouter | None = None, passage_filter: Callable[[Passage], bool] | None = None,
                  query_vectors: QueryVectorMemo | None = None, word_vectors: QueryVectorMemo | None = None,
                  assembler: PromptAssembler | None = None, paused: Callable[[str, str], bool] | None = None,
-                 reader=None, confirm_settings: ConfirmSettings | None = None):
+                 reader=None, confirm_settings: ConfirmSettings | None = None, links: LinkPolicy | None = None,
+                 flagged: Callable[[str, Sequence[Passage]], None] | None = None):
         """`assembler`: builds the budgeted prompt of a run's synthesis (`compose_from`); by default
-        from the generator's own token count and the default allowances."""
+        from the generator's own token count and the default allowances. `passage_filter`: the one
+        planted-instruction screen (citadel/guardrails/planted.py) every retrieved passage and every
+        expanded section passes before a prompt; `flagged(tenant, passages)`: told what it dropped
+        (the documents' owners get a review task); `links`: what an answer may link to (by default
+        nothing: images, HTML and links leave no answer)."""
         self.retriever = retriever
         self.partitions = partitions
         self.reranker = reranker
@@ -250,6 +258,8 @@ class AnswerService:
         # The reader confirms the asked fact (citadel/answer/confirm.py); None: the gate alone decides.
         self.reader = reader
         self.confirm_settings = confirm_settings or ConfirmSettings()
+        self.links = links or LinkPolicy()
+        self.flagged = flagged
         self._rerank_pool = concurrent.futures.ThreadPoolExecutor(RERANK_WORKERS, thread_name_prefix="rerank")
         self._last_purge: float | None = None
         # Personal data masked in the answer log (the wiring's masker knows the catalog's users), and
@@ -289,12 +299,12 @@ class AnswerService:
         query = self.search_query(question, partition, self.settings.expand_acronyms)
         trace = AnswerTrace(query)
         passages, dropped = self._candidates(principal, query, request_id, timer, degraded)
-        trace.candidates = passages
+        trace.candidates, trace.screened = passages, dropped
         with timer.stage("rerank"):
             passages, reranked = self._rerank(question, passages, degraded)
         trace.reranked = passages
         decision = self._gate(query, passages, partition, reranked, timer)
-        log_extra: dict[str, Any] = {"dropped_passages": dropped, "gate": decision.to_dict(),
+        log_extra: dict[str, Any] = {"dropped_passages": [p.chunk_id for p in dropped], "gate": decision.to_dict(),
                                      "reranker": self.reranker.model_id}
         if query != question:
             log_extra["search_query"] = query
@@ -333,7 +343,7 @@ class AnswerService:
         """The topic is found: expand, then assert only a confirmed fact; otherwise reply not_confirmed
         with the closest sections (asserting nothing)."""
         with timer.stage("expand"):
-            sources = self.expander.expand(passages, partition)
+            sources = self._expand(passages, partition, trace)
         with timer.stage("confirm"):
             try:
                 confirmation = confirm(self.reader, query, sources, self.confirm_settings, decision.passed)
@@ -394,9 +404,10 @@ class AnswerService:
             live = self.catalog.readable_documents(principal)
             passages = [p for p in passages
                         if (doc := live.get(p.document_id)) is not None and doc.version == p.version]
+            passages, screened = self.screen(passages)  # gathered elsewhere: screened here as well
         partition = self.partitions.get(principal.tenant_id)
         query = self.search_query(asked or question, partition, self.settings.expand_acronyms)
-        trace = AnswerTrace(query, candidates=list(passages), reranked=list(passages))
+        trace = AnswerTrace(query, candidates=list(passages), reranked=list(passages), screened=screened)
         if not passages:
             response = AnswerResponse(request_id, REFUSAL_REPLIES[NO_ELIGIBLE_SOURCE], True, NO_ELIGIBLE_SOURCE, [],
                                       [], trace=trace)
@@ -416,7 +427,7 @@ class AnswerService:
         `prompt` (a run's synthesis), the generator gets the budgeted prompt and the sources it kept."""
         if sources is None:
             with timer.stage("expand"):
-                sources = self.expander.expand(passages, partition)
+                sources = self._expand(passages, partition, trace)
         assembled = None
         if prompt is not None:
             with timer.stage("assemble"):
@@ -459,7 +470,7 @@ class AnswerService:
         return glossary_of(partition).expand(query) if expand_acronyms else query
 
     def _candidates(self, principal: Principal, question: str, request_id: str, timer: StageTimer,
-                    degraded: list[str]) -> tuple[list[Passage], list[str]]:
+                    degraded: list[str]) -> tuple[list[Passage], list[Passage]]:
         started = time.perf_counter()
         result = self.retriever.retrieve(principal, question, top_k=self.settings.rerank_candidates,
                                          request_id=request_id)
@@ -468,13 +479,35 @@ class AnswerService:
         timer.ms["embed"] = round(embed_ms, 3)
         timer.ms["search"] = round(max(elapsed_ms - embed_ms, 0.0), 3)
         degraded.extend(d for d in result.degraded if d not in degraded)
-        if self.passage_filter is None:
-            return list(result.passages), []
-        kept, dropped = [], []
         with timer.stage("screen"):
-            for passage in result.passages:
-                (dropped if self.passage_filter(passage) else kept).append(passage)
-        return kept, [p.chunk_id for p in dropped]
+            return self.screen(result.passages)
+
+    def screen(self, passages: Sequence[Passage]) -> tuple[list[Passage], list[Passage]]:
+        """(kept, dropped) by the planted-instruction screen; all kept without one."""
+        if self.passage_filter is None:
+            return list(passages), []
+        kept: list[Passage] = []
+        dropped: list[Passage] = []
+        for passage in passages:
+            (dropped if self.passage_filter(passage) else kept).append(passage)
+        return kept, dropped
+
+    def _expand(self, passages: list[Passage], partition: Partition | None, trace: AnswerTrace) -> list[Source]:
+        """The numbered sources, each expanded section screened like a retrieved passage: expansion
+        adds text retrieval never returned (the rest of a section, its siblings), and a section that
+        carries planted instructions is dropped whole, the rest renumbered 1..n."""
+        sources = self.expander.expand(passages, partition)
+        if self.passage_filter is None:
+            return sources
+        kept: list[Source] = []
+        for source in sources:
+            expanded = source.passage if source.text == source.passage.text else replace(source.passage,
+                                                                                           text=source.text)
+            if self.passage_filter(expanded):
+                trace.screened.append(source.passage)
+            else:
+                kept.append(replace(source, number=len(kept) + 1))
+        return kept
 
     def _rerank(self, question: str, passages: list[Passage], degraded: list[str]) -> tuple[list[Passage], bool]:
         """(top passages, whether a reranker actually reordered them)."""
@@ -574,6 +607,13 @@ class AnswerService:
     # ------------------------------------------------------------------ logging
     def _finish(self, principal: Principal, question: str, response: AnswerResponse, timer: StageTimer,
                 extra: dict[str, Any], correlation_id: str | None = None) -> AnswerResponse:
+        """The last step of every answer: the screened sources named and reported, the links policy
+        applied, the row logged."""
+        screened = response.trace.screened if response.trace is not None else []
+        if screened:
+            response.answer = f"{response.answer} {SCREENED_NOTICE}".strip()
+            self._report_screened(principal.tenant_id, screened)
+        response.answer = self.links.clean(response.answer, principal.tenant_id)
         response.timings_ms = timer.total()
         entry = {**response.to_dict(), "conflicts": response.conflicts, "prompt_version": PROMPT_VERSION,
                  "model_id": extra.pop("model_id", None),
@@ -582,6 +622,14 @@ class AnswerService:
                  "timings_ms": response.timings_ms, **extra}
         self._log(principal, question, entry, response.request_id, correlation_id, cached=False)
         return response
+
+    def _report_screened(self, tenant_id: str, screened: Sequence[Passage]) -> None:
+        if self.flagged is None:
+            return
+        try:
+            self.flagged(tenant_id, screened)
+        except Exception:  # the owner is told on a later request; this answer is not held for it
+            log.exception("reporting a screened source failed")
 
     def log_cache_hit(self, principal: Principal, question: str, body: dict[str, Any],
                       correlation_id: str | None = None) -> None:

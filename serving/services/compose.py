@@ -20,6 +20,7 @@ from typing import Callable
 from citadel.config import CitadelConfig
 from citadel.guardrails.log_masking import install_log_masking
 from citadel.resilience.process import Resilience
+from citadel.types import Principal
 from citadel.wiring import Stages, Wiring
 from serving.services.access import Access
 from serving.services.admin import AdminService
@@ -77,7 +78,8 @@ def build_services(config: CitadelConfig, stages: Stages | None = None, clock: C
         # Idle conversations and runs go by the same purge loop as the answer log.
         sessions = partial(purge_expired_sessions, wiring.run_store, wiring.conversation_store, config.agent)
         AnswerLogPurger(wiring.catalog, config.answer, config.answer.answer_log_purge_interval_s, sessions).start()
-    runs = _runs_service(config, wiring, metrics, in_replica)
+    wiring.user_spend.add_listener(metrics.charged)  # a run's steps count in the spend metric (and its alert)
+    runs = _runs_service(config, wiring, metrics, in_replica, query.charge)
     approvals = ApprovalsService(wiring.approval_store, wiring.run_store, wiring.tool_policy, runs.resume,
                                  metrics=metrics, eval_dir=eval_dir_for(config),
                                  webhook=DecisionWebhook(config.tools.decision_webhook)
@@ -88,12 +90,13 @@ def build_services(config: CitadelConfig, stages: Stages | None = None, clock: C
                     approvals, metrics, resilience, wiring)
 
 
-def _runs_service(config: CitadelConfig, wiring: Wiring, metrics: ApiMetrics, in_replica: bool) -> RunsService:
+def _runs_service(config: CitadelConfig, wiring: Wiring, metrics: ApiMetrics, in_replica: bool,
+                  charge: Callable[[Principal, str], int]) -> RunsService:
     """Runs on this process's worker pool; a serving replica also adopts, every lease period, the runs
     whose replica died (their lease expired), so each continues from its last recorded step."""
     pool = concurrent.futures.ThreadPoolExecutor(RUN_WORKERS, thread_name_prefix="run")
     runs = RunsService(config, wiring.run_store, wiring.conversation_memory, wiring.catalog,
-                       wiring.orchestrator.drive, pool, metrics)
+                       wiring.orchestrator.drive, pool, metrics, charge=charge)
     if in_replica:
         _every(config.agent.lease_ttl_s, runs.adopt_orphans)
     if wiring.run_delegator is not None:  # tools that act for the user: delegate at each run's start

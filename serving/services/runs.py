@@ -19,6 +19,7 @@ from typing import Any, Callable
 from citadel.catalog.base import Catalog
 from citadel.config import CitadelConfig
 from citadel.errors import InvalidRequest, NotFound, PayloadTooLarge
+from citadel.agent.budget import PREPAID
 from citadel.agent.memory import ConversationMemory
 from citadel.agent.orchestrator import record_outcome, run_outcome
 from citadel.state.conversations import Conversation, ConversationStore
@@ -44,8 +45,13 @@ class RunsService:
     on_run_created: Callable[[str, Principal, str | None], None] | None = None
 
     def __init__(self, config: CitadelConfig, runs: RunStore, memory: ConversationMemory, catalog: Catalog,
-                 drive: Callable[[str, str], Run], pool: Executor, metrics: ApiMetrics, owner: str | None = None):
-        """`drive(run_id, owner)` works a run to its end under its lease (the orchestrator's)."""
+                 drive: Callable[[str, str], Run], pool: Executor, metrics: ApiMetrics, owner: str | None = None,
+                 charge: Callable[[Principal, str], int] | None = None):
+        """`drive(run_id, owner)` works a run to its end under its lease (the orchestrator's);
+        `charge(principal, text)`: charges starting a run to the user's daily budget, like an answer
+        (BudgetExhausted, a 429, when it would pass it), and returns the tokens it paid for; the
+        run's records charge what they spend beyond that (citadel/agent/budget.py)."""
+        self._charge = charge
         self.config = config
         self.metrics = metrics
         self.runs = runs
@@ -92,8 +98,11 @@ class RunsService:
             raise InvalidRequest("the message is empty")
         self._own_conversation(caller, conversation_id)
         principal = caller.principal
+        prepaid = self._charge(principal, content) if self._charge is not None else 0  # before anything starts
         run = self.runs.create(Run(uuid.uuid4().hex, principal.tenant_id, principal.user_id, conversation_id,
                                    content, groups=tuple(sorted(principal.groups))))
+        if prepaid:
+            self.runs.record_step(run.run_id, PREPAID, {"tokens_paid": prepaid})
         self.memory.record_question(conversation_id, principal, content, run.run_id)  # and any "remember that …"
         if self.on_run_created is not None:
             self.on_run_created(run.run_id, principal, caller.user_context)
