@@ -364,8 +364,15 @@ class PostgresCatalog:
             return cur.rowcount
 
     def forget_answers_citing(self, tenant_id: str, document_id: str) -> int:
-        """The rows whose answer cites the document go; Postgres reclaims their space at the next VACUUM."""
+        """The rows whose answer cites the document go, and the kept prompts of every request whose
+        prompt held it as a source; Postgres reclaims their space at the next VACUUM."""
         with self._tx() as cur:
+            cur.execute(
+                "DELETE FROM prompt_vault WHERE tenant_id = %s AND request_id IN (SELECT request_id FROM answer_log"
+                " WHERE tenant_id = %s AND (jsonb_path_exists(response::jsonb, '$.citations[*] ? (@.document_id == $doc)',"
+                " jsonb_build_object('doc', %s::text)) OR jsonb_path_exists(response::jsonb,"
+                " '$.sources[*] ? (@.document_id == $doc)', jsonb_build_object('doc', %s::text))))",
+                (tenant_id, tenant_id, document_id, document_id))
             cur.execute(
                 "DELETE FROM answer_log WHERE tenant_id = %s AND jsonb_path_exists(response::jsonb,"
                 " '$.citations[*] ? (@.document_id == $doc)', jsonb_build_object('doc', %s::text))",

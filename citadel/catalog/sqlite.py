@@ -37,6 +37,9 @@ _FIRST_ANSWER_LOG = "answer_log_v1"
 # An answer-log row's answer cites the document (and so may quote it; its `passages` list holds ids only).
 _CITES_DOCUMENT = ("EXISTS (SELECT 1 FROM json_each(response, '$.citations') AS item"
                    " WHERE json_extract(item.value, '$.document_id') = ?)")
+# A request whose prompt held the document among its numbered sources (the answer log's `sources`).
+_PROMPTED_DOCUMENT = ("EXISTS (SELECT 1 FROM json_each(response, '$.sources') AS item"
+                      " WHERE json_extract(item.value, '$.document_id') = ?)")
 
 log = logging.getLogger(__name__)
 
@@ -486,7 +489,13 @@ class SQLiteCatalog:
         return [r["user_id"] for r in rows]
 
     def forget_answers_citing(self, tenant_id: str, document_id: str) -> int:
+        """The rows whose answer cites the document go, and the kept prompts of every request whose
+        prompt held it as a source (encrypted, but its text all the same)."""
         with self._tx() as db:
+            db.execute(
+                "DELETE FROM prompt_vault WHERE tenant_id = ? AND request_id IN (SELECT request_id FROM answer_log"
+                f" WHERE tenant_id = ? AND json_valid(response) AND ({_CITES_DOCUMENT} OR {_PROMPTED_DOCUMENT}))",
+                (tenant_id, tenant_id, document_id, document_id))
             forgotten = db.execute(
                 f"DELETE FROM answer_log WHERE tenant_id = ? AND json_valid(response) AND {_CITES_DOCUMENT}",
                 (tenant_id, document_id)).rowcount

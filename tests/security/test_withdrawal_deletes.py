@@ -69,8 +69,11 @@ def withdrawn(request, tmp_path):
         assert chunk_ids
         answered = client.post("/v1/answer", json={"question": QUESTION}, headers=home.headers()).json()
         assert DOCUMENT in {c["document_id"] for c in answered["citations"]}, answered  # cached and logged
+        vault = client.app.state.services.wiring.prompt_vault
+        assert vault.get(answered["request_id"]) is not None  # its prompt is kept, encrypted
         response = client.post(f"/v1/admin/tenants/acme/documents/{DOCUMENT}/withdraw", headers=home.admin_headers())
         assert response.status_code == 200, response.text
+        assert vault.get(answered["request_id"]) is None  # and goes with the document
         yield home, client, chunk_ids
         client.app.state.services.admin.wait_for_jobs(60)
 
