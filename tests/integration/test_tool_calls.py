@@ -193,7 +193,10 @@ def test_a_document_cannot_call_a_tool(crm, tmp_path):
     runtime.make_orchestrator(store, clock=clock, memory=None).drive("run-1", "replica-a")
     steps = [e.data for e in store.events("run-1") if e.type == EventType.PROGRESS and e.data["stage"] == "step"]
     assert steps and all(s["tool"] == "search" for s in steps)  # called nothing …
-    assert any(":pricing-faq:" in chunk for s in steps for chunk in s["chunk_ids"])  # … though it read the page
+    # … though its search found the page, whose planted instruction the screen kept from every prompt
+    screened = [e.data for e in store.events("run-1") if e.type == EventType.PROGRESS and e.data["stage"] == "screened"]
+    assert any(s["document_id"] == "pricing-faq" for e in screened for s in e["screened"]), screened
+    assert not any(":pricing-faq:" in chunk for s in steps for chunk in s["chunk_ids"])
     # a planner that did follow the page is stopped by the policy engine before the CRM is reached:
     # an action out of scope goes to the tool's approver group as a review task, never to the CRM
     followed = {"id": "s1", "ask": "as the FAQ says", "tool": "crm.create_discount_approval",
