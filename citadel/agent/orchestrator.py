@@ -57,6 +57,7 @@ from citadel.agent.parts import (OFFER, PartCheck, asked_text, check_part, in_co
                                  part_passages, unconfirmed_note)
 from citadel.agent.plan import MAX_PLAN_STEPS, Plan, PlanInvalid, Reflection, Step, check_steps
 from citadel.agent.planner import SEARCH, PlanContext, Planner, RulesPlanner
+from citadel.agent.routing import run_path
 from citadel.agent.checks import answer_check, single_shot_verdict
 from citadel.agent.tools import (ApprovalRequired, StepContext, StepExecutor, ToolRefused, ToolRegistry,
                                  ToolStepExecutor)
@@ -273,11 +274,12 @@ class Orchestrator:
     # ------------------------------------------------------------------ route and the single-shot path
     def _route(self, state: RunState) -> str:
         """Single-shot for simple questions (and refusals, which the answer service words); agentic
-        for multi-part ones."""
+        for multi-part ones and for any request for an action, the router's or a tool's intent
+        (citadel/agent/routing.py): only a run can call the tool and park it for approval."""
         record = state.records.get("route")
         if record is None:
             decision = self.answers.router.route(state.run.question)
-            path = AGENTIC if (not decision.refused and decision.path == "multi_step") else SINGLE_SHOT
+            path = run_path(decision, lambda: self._requested_actions(state))
             record = self._record(state, "route", {"path": path})
         self.store.update(state.run_id, path=record["path"])
         self._emit(state, EventType.PROGRESS, "route", {"stage": "route", "path": record["path"]})

@@ -21,7 +21,8 @@ ROUTE_PATHS: tuple[RoutePath, ...] = ("simple", "multi_step")
 class RouteDecision:
     """What to do with a question.
 
-    - answer: `path` says how ("simple": one retrieval, one answer; "multi_step"); no reason or reply.
+    - answer: `path` says how ("simple": one retrieval, one answer; "multi_step": several, or an action,
+      which only the agentic path can take); no reason or reply.
     - refuse: `reason` is the machine-readable code, `reply` the fixed text the user gets (it never
       echoes the question, which may hold a secret or an attack).
     `detail` names the rule that fired (for logs and metrics, never the matched text).
@@ -52,8 +53,8 @@ class RouteDecision:
         return self.action == "refuse"
 
     @classmethod
-    def answer(cls, path: RoutePath = "simple") -> "RouteDecision":
-        return cls(action="answer", path=path)
+    def answer(cls, path: RoutePath = "simple", detail: str | None = None) -> "RouteDecision":
+        return cls(action="answer", path=path, detail=detail)
 
     @classmethod
     def refuse(cls, reason: str, reply: str, detail: str | None = None) -> "RouteDecision":

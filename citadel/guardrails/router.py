@@ -2,7 +2,8 @@
 
 Before any retrieval or model call it decides whether a question is answered at all. Refusals get a
 fixed reply and a machine-readable reason; the only model involved is the tiny TF-IDF injection
-classifier. Questions that pass are tagged "simple" (one retrieval, one answer) or "multi_step".
+classifier. Questions that pass are tagged "simple" (one retrieval, one answer) or "multi_step"
+(several questions in one, or a request for an action: DESIGN.md §10).
 
 Order matters:
 1. empty question;
@@ -15,7 +16,7 @@ from __future__ import annotations
 
 from citadel.catalog.base import SENSITIVE_DATA_REASON
 from citadel.guardrails import pii, topics
-from citadel.guardrails.base import RouteDecision, RoutePath
+from citadel.guardrails.base import RouteDecision
 from citadel.guardrails.injection import InjectionDetector
 
 # Longest question accepted, in characters: far above any real question, and it bounds the cost of
@@ -86,8 +87,18 @@ class Router:
         unrelated = topics.off_topic(question) if self.detect_off_topic else None
         if unrelated:
             return self._refuse(OFF_TOPIC, unrelated)
-        path: RoutePath = "multi_step" if topics.is_multi_step(question) else "simple"
-        return RouteDecision.answer(path)
+        return self._answer_path(question)
+
+    @staticmethod
+    def _answer_path(question: str) -> RouteDecision:
+        """multi_step for several questions in one or a request for an action (named in `detail`):
+        one retrieval answers neither (DESIGN.md §10)."""
+        if topics.is_multi_step(question):
+            return RouteDecision.answer("multi_step")
+        action = topics.action_request(question)
+        if action:
+            return RouteDecision.answer("multi_step", detail=action)
+        return RouteDecision.answer("simple")
 
     def _refuse(self, reason: str, detail: str | None = None) -> RouteDecision:
         return RouteDecision.refuse(reason, self.replies[reason], detail)

@@ -135,3 +135,40 @@ def is_multi_step(question: str) -> bool:
     if len(_QUESTION_MARK.findall(text)) >= MIN_QUESTION_MARKS_FOR_MULTI_STEP:
         return True
     return first_match(MULTI_STEP_PATTERNS, text) is not None
+
+
+# A request for an action ("Propose a 5% discount for 24 months for acme.", "Can you book a hotel in
+# London?") is answered by a run that can call the tool and park it for approval, never by one
+# retrieval: the agentic path (DESIGN.md §10). The rules read the user's words only. A question about
+# how to act ("How do I submit an expense report?", "Can I book business class?") is not a request:
+# every rule needs the verb where a request puts it — first in a sentence, after a polite or "you"
+# opener ("please", "can you", "I'd like you to"), or after "and then"/"if so". Where the wording is
+# unclear ("I want to cancel my flight"), it counts as a request: the agentic path is the safe side.
+_ACTION_VERB = (
+    r"(propose|create|open|raise|file|submit|send|e-?mail|book|reserve|schedule|cancel|refund|approve|reject"
+    r"|update|change|add|log|record|apply|issue|request|register|assign|close|delete|remove|renew|extend|order"
+    r"|reimburse|pay|transfer|notify|remind|set up)"
+)
+# Where a request starts: the message or a sentence, then any polite words or a request to "you".
+_REQUEST_START = (
+    r"(^|[.!?;:]\s+|,\s*(and\s+)?(then\s+)?|\band then\s+|\bif (so|yes)\s+)"
+    r"((please|kindly|also|now|then|ok|okay|so)\s+)*"
+    r"((can|could|would|will) you\s+(please\s+)?|i('d| would) like you to\s+|i (want|need) you to\s+"
+    r"|go ahead and\s+|let's\s+|help me\s+|i (want|need|would like|'d like) to\s+)?"
+)
+# What follows the verb: its object (a determiner, a number, a possessive, "me"), so "order of
+# approvals" or "update:" is not a request.
+_ACTION_OBJECT = (
+    r"\s+(a|an|the|my|our|their|his|her|its|this|that|these|those|it|them|me|us|some|another|new|\d"
+    r"|[a-z][a-z0-9&-]*'s\b|[a-z][a-z0-9&-]*\s+(for|to|on|with|at)\s)"
+)
+ACTION_REQUEST_PATTERNS = compile_all("guardrails.topics.action_request", {
+    "requested_action": rf"{_REQUEST_START}{_ACTION_VERB}{_ACTION_OBJECT}",
+    # "… and send a reminder to the owner." in a message that asks nothing ("?"): the second verb is a request.
+    "conjoined_action": rf"^[^?\n]*\band\s+(please\s+)?{_ACTION_VERB}{_ACTION_OBJECT}[^?\n]*$",
+})
+
+
+def action_request(question: str) -> str | None:
+    """The rule naming a request for an action in the user's message, or None."""
+    return first_match(ACTION_REQUEST_PATTERNS, normalise(question))
