@@ -1,4 +1,4 @@
-"""`citadel eval ...`: retrieval metrics on BEIR data and the labeled RAG regression set."""
+"""`citadel eval ...`: retrieval metrics on BEIR data, the labeled RAG regression set and the router's paths."""
 
 from __future__ import annotations
 
@@ -85,3 +85,27 @@ def rag(
             print("\n" + rag_eval.format_stage_table(report["stages"]))
     if strict and rag_eval.threshold_failures(report):
         raise typer.Exit(code=1)
+
+
+@app.command("router")
+def router(
+    set_file: Optional[Path] = typer.Option(None, "--set", help="Labeled messages (JSONL: message, label, path); "
+                                            "default: tests/regression/router/messages.jsonl."),
+    registry: Optional[Path] = typer.Option(None, "--registry", help="Tool registry whose intents are read from "
+                                            "each message; default: examples/crm/tools.yaml."),
+    as_json: bool = typer.Option(False, "--json"),
+    config: Optional[Path] = typer.Option(None, "--config"),
+) -> None:
+    """Route each labeled message as a run would and print the confusion table (label × path) and
+    the accuracy. No index or model is needed beyond the router's own."""
+    from citadel.eval import router as router_eval
+
+    result = router_eval.run(set_file or router_eval.DEFAULT_SET, registry or router_eval.DEFAULT_REGISTRY,
+                             router=Wiring(config_path=config).router)
+    if as_json:
+        print(json.dumps(result, indent=1))
+        return
+    print(router_eval.format_table(result))
+    for miss in result["misses"]:
+        print(f"miss: [{miss['label']}] expected {miss['expected']}, got {miss['got']}: {miss['message']}")
+
