@@ -233,8 +233,19 @@ class Wiring:
                              PromptAssembler.for_generator(self.generator, self.config.agent),
                              self.pause_switch.is_paused, self.reader if answer.confirm else None,
                              ConfirmSettings.from_config(answer), LinkPolicy.from_config(answer),
-                             self.suspicious_content)
+                             self.suspicious_content, bundle_id=self.bundle.id)
         return self._keeping_personal_data_in(service)
+
+    @cached_property
+    def bundle(self):
+        """The config bundle of this process (DESIGN.md §11): every answer, run and trace names its id.
+        Kept under <home>/bundles so `citadel bundle show/diff` can read it after this config is gone."""
+        from citadel.quality.bundle import effective_bundle
+        from citadel.quality.bundle_store import BundleStore
+
+        bundle = effective_bundle(self.config)
+        BundleStore.for_home(self.config.home).keep(bundle)
+        return bundle
 
     def _keeping_personal_data_in(self, service):
         """The answer service with this process's masker (its answer log) and prompt vault."""
@@ -413,6 +424,7 @@ class Wiring:
         options.setdefault("links", LinkPolicy.from_config(self.config.answer))
         options.setdefault("flagged", self.suspicious_content)
         options.setdefault("spend", self.user_spend)
+        options.setdefault("bundle_id", self.bundle.id)
         return Orchestrator(run_store, self.answer_service, planner or self.planner, self.agent_tools,
                             self.config.agent, cost_per_1k_tokens=self.config.state.cost_per_1k_tokens, **options)
 

@@ -167,7 +167,7 @@ class Orchestrator:
                  approvals: ApprovalStore | None = None, wall_clock: Callable[[], float] = time.time,
                  honeypots: HoneypotPlanter | None = None, reviews: ReviewPolicy | None = None,
                  links: LinkPolicy | None = None, flagged: Callable[[str, list], None] | None = None,
-                 spend: UserSpend | None = None):
+                 spend: UserSpend | None = None, bundle_id: str | None = None):
         """`executor`: runs one step (injectable: a test counts executions or holds steps at a barrier);
         `after_step(run_id, step_id)`: called once a step's result and event are recorded (a test kills
         the driver there); `today`: the ISO date deciding which effective dates are in force;
@@ -182,8 +182,10 @@ class Orchestrator:
         `flagged(tenant, sources)`: told of the sources a step's screen dropped (their owners' review
         tasks, citadel/tools/reviews.py `SuspiciousContentReporter`); `spend`: charges each record's
         measured tokens, beyond what starting the run paid up front, to the user's daily budget (a
-        refused charge stops the run by USER_BUDGET; None: runs charge only their own budget)."""
+        refused charge stops the run by USER_BUDGET; None: runs charge only their own budget); `bundle_id`:
+        the config bundle (citadel/quality/bundle.py) recorded with the run's answer and its final event."""
         self.store = store
+        self.bundle_id = bundle_id
         self.answers = answer_service
         self.planner = planner
         self.tools = tools
@@ -948,7 +950,9 @@ class Orchestrator:
             "refused": record["refused"], "reason": record["reason"],
             "citations": record["citations"], "conflicts": record["conflicts"], "degraded": record["degraded"],
             "path": path, "stop_reason": stop, "missing": record["missing"], "steps": state.executed(),
-            "actions": actions_of(state)})
+            "actions": actions_of(state),
+            # the recorded answer's bundle: a run resumed under another config names the one that answered
+            "bundle_id": record.get("bundle_id", self.bundle_id)})
         status = (RunStatus.SUCCEEDED if stop is None else RunStatus.CANCELLED if stop == CANCELLED
                   else RunStatus.STOPPED)
         self.store.update(state.run_id, status=status, stop_reason=stop)
@@ -981,6 +985,8 @@ class Orchestrator:
         already stored)."""
         if "tokens" in result and key not in state.records:
             result = {**result, **self._charge(state, int(result["tokens"]))}
+        if key == "answer" and self.bundle_id is not None:  # the bundle that made it, kept with it
+            result = {**result, "bundle_id": self.bundle_id}
         stored = self.store.record_step(state.run_id, key, result)
         state.records[key] = stored
         return stored

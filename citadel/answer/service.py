@@ -99,6 +99,7 @@ class AnswerResponse:
     # check that goes to a person before the answer leaves (citadel/agent/checks.py). Not public.
     invalid_markers: int = 0
     confirmation: dict | None = None  # what the confirmation read and decided (logs, evaluation). Not public.
+    bundle_id: str | None = None  # the config bundle that shaped it (citadel/quality/bundle.py)
 
     @property
     def outcome(self) -> str:
@@ -108,7 +109,7 @@ class AnswerResponse:
         """The public JSON of `ask --json` and the HTTP API: exactly these keys."""
         return {"request_id": self.request_id, "answer": self.answer, "outcome": self.outcome,
                 "refused": self.refused, "reason": self.reason, "degraded": list(self.degraded),
-                "citations": [dict(c) for c in self.citations]}
+                "citations": [dict(c) for c in self.citations], "bundle_id": self.bundle_id}
 
 
 @dataclass
@@ -231,13 +232,14 @@ class AnswerService:
                  query_vectors: QueryVectorMemo | None = None, word_vectors: QueryVectorMemo | None = None,
                  assembler: PromptAssembler | None = None, paused: Callable[[str, str], bool] | None = None,
                  reader=None, confirm_settings: ConfirmSettings | None = None, links: LinkPolicy | None = None,
-                 flagged: Callable[[str, Sequence[Passage]], None] | None = None):
+                 flagged: Callable[[str, Sequence[Passage]], None] | None = None, bundle_id: str | None = None):
         """`assembler`: builds the budgeted prompt of a run's synthesis (`compose_from`); by default
         from the generator's own token count and the default allowances. `passage_filter`: the one
         planted-instruction screen (citadel/guardrails/planted.py) every retrieved passage and every
         expanded section passes before a prompt; `flagged(tenant, passages)`: told what it dropped
         (the documents' owners get a review task); `links`: what an answer may link to (by default
-        nothing: images, HTML and links leave no answer)."""
+        nothing: images, HTML and links leave no answer); `bundle_id`: the config bundle every answer
+        names (citadel/quality/bundle.py)."""
         self.retriever = retriever
         self.partitions = partitions
         self.reranker = reranker
@@ -260,6 +262,7 @@ class AnswerService:
         self.confirm_settings = confirm_settings or ConfirmSettings()
         self.links = links or LinkPolicy()
         self.flagged = flagged
+        self.bundle_id = bundle_id
         self._rerank_pool = concurrent.futures.ThreadPoolExecutor(RERANK_WORKERS, thread_name_prefix="rerank")
         self._last_purge: float | None = None
         # Personal data masked in the answer log (the wiring's masker knows the catalog's users), and
@@ -615,6 +618,7 @@ class AnswerService:
             self._report_screened(principal.tenant_id, screened)
         response.answer = self.links.clean(response.answer, principal.tenant_id)
         response.timings_ms = timer.total()
+        response.bundle_id = self.bundle_id
         entry = {**response.to_dict(), "conflicts": response.conflicts, "prompt_version": PROMPT_VERSION,
                  "model_id": extra.pop("model_id", None),
                  "passages": [{"chunk_id": p.chunk_id, "document_id": p.document_id, "version": p.version,
@@ -634,7 +638,8 @@ class AnswerService:
     def log_cache_hit(self, principal: Principal, question: str, body: dict[str, Any],
                       correlation_id: str | None = None) -> None:
         """A cached answer served (by the gateway) is logged like any other: the audit is complete."""
-        entry = {k: body.get(k) for k in ("request_id", "answer", "refused", "reason", "degraded", "citations")}
+        entry = {k: body.get(k) for k in ("request_id", "answer", "refused", "reason", "degraded", "citations",
+                                             "bundle_id")}
         entry["outcome"] = body.get("outcome") or outcome_of(bool(body.get("refused")), body.get("reason"))
         self._log(principal, question, entry, body["request_id"], correlation_id, cached=True)
 

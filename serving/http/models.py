@@ -161,6 +161,9 @@ class AnswerResponse(BaseModel):
     degraded: list[str]
     citations: list[Citation]
     cached: bool = False
+    bundle_id: Optional[str] = Field(None, description="The config bundle that shaped the answer (prompts, models "
+                                     "by checksum, retrieval and gate settings, tool registry): `citadel bundle "
+                                     "show ID`.")
 
 
 class ReviewPendingBody(BaseModel):

@@ -63,6 +63,7 @@ class AnswerCacheView:
             return
         documents = {c["document_id"] for c in body["citations"]}
         value = {k: body[k] for k in ("answer", "outcome", "refused", "reason", "citations")}
+        value["bundle_id"] = body.get("bundle_id")  # a hit still names the config bundle that made the answer
         try:
             self._guard.call(self.state.cache.put, key, value, tenant_id, documents)
         except CACHE_FAILURES:

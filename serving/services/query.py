@@ -136,7 +136,7 @@ class QueryService:
                    correlation_id: str | None) -> dict:
         self.metrics.cache.labels("hit").inc()
         emit_span(request_id, "cache", 0.0, [c["chunk_id"] for c in cached["citations"]], hit=True,
-                  correlation_id=correlation_id)
+                  correlation_id=correlation_id, bundle_id=cached.get("bundle_id"))
         body = {**cached, "request_id": request_id, "degraded": degraded, "cached": True}
         with failing_closed():
             self.answers.log_cache_hit(principal, question, body, correlation_id)
@@ -158,4 +158,5 @@ class QueryService:
         if response.trace is not None:  # what the search found and what the prompt held
             chunks.update(search=[p.chunk_id for p in response.trace.candidates],
                           generate=[p.chunk_id for p in response.trace.sources])
-        emit_stage_spans(request_id, response.timings_ms, chunks, correlation_id=correlation_id)
+        emit_stage_spans(request_id, response.timings_ms, chunks, correlation_id=correlation_id,
+                         bundle_id=body.get("bundle_id"))  # the config that shaped it (DESIGN.md §11)
