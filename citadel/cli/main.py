@@ -100,6 +100,15 @@ def _add_tools() -> None:
 
 
 _add_tools()
+
+
+def _add_quality() -> None:
+    from citadel.cli.bundle_cmd import bundle_app
+
+    app.add_typer(bundle_app, name="bundle")
+
+
+_add_quality()
 console = Console(stderr=True)
 
 ConfigOption = typer.Option(None, "--config", help="YAML config file (else CITADEL_CONFIG, then defaults).")
