@@ -592,7 +592,9 @@ def test_json_shape_is_exact(answer_runtime):
     runtime = answer_runtime()
     for question in ("Who approves travel for contractors?", "Can I bring my dog to the kayak offsite?"):
         payload = runtime.answer_service.ask(STAFF, question).to_dict()
-        assert list(payload) == ["request_id", "answer", "outcome", "refused", "reason", "degraded", "citations"]
+        assert list(payload) == ["request_id", "answer", "outcome", "refused", "reason", "degraded", "citations",
+                                 "bundle_id"]
+        assert payload["bundle_id"] == runtime.bundle.id  # the config that shaped it (DESIGN.md §11)
         assert payload["outcome"] == outcome_of(payload["refused"], payload["reason"])
         for citation in payload["citations"]:
             assert list(citation) == ["chunk_id", "document_id", "title", "version", "heading", "page", "source"]
