@@ -26,9 +26,18 @@ def mrr_at_k(ranked: Sequence[str], relevant: Mapping[str, int], k: int) -> floa
     return 0.0
 
 
+def precision_at_k(ranked: Sequence[str], relevant: Mapping[str, int], k: int) -> float:
+    """Relevant entries among the first k, over k (trec_eval's P@k: a list shorter than k is not
+    excused, and every relevant entry counts, repeated labels included)."""
+    if k <= 0:
+        return 0.0
+    return sum(relevant.get(doc, 0) > 0 for doc in ranked[:k]) / k
+
+
 def percentile(values: Sequence[float], q: float) -> float:
     if not values:
         return 0.0
     ordered = sorted(values)
     index = min(len(ordered) - 1, max(0, math.ceil(q / 100.0 * len(ordered)) - 1))
     return ordered[index]
+

@@ -21,6 +21,9 @@ Every item goes through `AnswerService.ask` with the item's principal, and the r
 plus `items`, a per-category breakdown and the failures. Items may also name `expected_answer` facts
 (all must appear in the answer; "a|b" accepts either): `answer_accuracy` is the share of answerable
 items whose answer contains them, a stricter check than a right citation (reported, not gated).
+
+Retrieval is judged on its own from the labels (issue 28): `recall_at_8`, `recall_at_50`,
+`precision_at_8` and `mrr`, means over the answerable items (see `retrieval_scores`).
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 
 from citadel import regex
+from citadel.eval.metrics import mrr_at_k, precision_at_k, recall_at_k
 
 REPO = Path(__file__).resolve().parents[2]
 SHARED_DATA = (REPO / ".." / "shared" / "data").resolve()
@@ -69,6 +73,7 @@ class RagItem:
     expected_reason: str | None = None
     must_not_cite_documents: tuple[str, ...] = ()
     expected_answer: tuple[str, ...] = ()  # facts that must all appear in the answer; "a|b" = either
+    expected_chunks: tuple[str, ...] = ()  # chunk ids that hold the answer: retrieval's relevant passages
     split: str = ""  # "dev" (tune on it) or "test" (CI thresholds); "" in sets without a split
 
     @property
@@ -109,6 +114,7 @@ def load_set(path: Path | str = DEFAULT_SET, split: str | None = None) -> list[R
             expected_reason=record.get("expected_reason") or None,
             must_not_cite_documents=tuple(record.get("must_not_cite_documents") or ()),
             expected_answer=tuple(str(f) for f in record.get("expected_answer") or ()),
+            expected_chunks=tuple(str(c) for c in record.get("expected_chunks") or ()),
             split=str(record.get("split") or ""),
         )
         if item.id in seen:
@@ -296,6 +302,7 @@ class ItemResult:
     reply: str = ""  # the reply's outcome: answered | not_confirmed | refused
     offered: bool = False  # the expected section is cited, asserted or as the closest evidence
     confirmation: dict | None = None  # what the confirmation read (citadel/answer/confirm.py)
+    retrieval: dict[str, float] | None = None  # answerable items with a trace: `retrieval_scores`
 
     @property
     def passed(self) -> bool:
@@ -400,6 +407,7 @@ def evaluate_item(runtime, item: RagItem, sections: _SectionTexts, by_stage: boo
     trace = _get(response, "trace")
     if trace is not None and item.answerable:
         result.evidence_ranked = any(is_evidence(p, item) for p in trace.reranked)
+        result.retrieval = retrieval_scores(final_ranking(trace), item)
         if by_stage:
             result.stage = lost_at(runtime, principal, item, response, result)
     return result
@@ -416,6 +424,55 @@ def is_evidence(passage: Any, item: RagItem) -> bool:
     expected heading (what a right citation needs)."""
     heading = (item.expected_heading or "").lower()
     return _get(passage, "document_id") in item.expected_documents and heading in str(_get(passage, "heading") or "").lower()
+
+
+# ------------------------------------------------------------------------------ retrieval judged with labels
+RERANKED_DEPTH = 8  # what the reranker keeps for the gate and the generator (answer.rerank_top_n)
+CANDIDATE_DEPTH = 50  # the fused, screened candidates the reranker reads (answer.rerank_candidates)
+RETRIEVAL = ("recall_at_8", "recall_at_50", "precision_at_8", "mrr")
+EXPECTED_SECTION = "<expected section>"  # the one relevance label every passage of the expected section shares
+
+
+def final_ranking(trace: Any) -> list[Any]:
+    """The order retrieval ended in: the reranked top, then the fused candidates it did not keep, in
+    fused order (so depth 50 is the candidate list and depth 8 what the gate and generator saw)."""
+    kept = {p.chunk_id for p in trace.reranked}
+    return [*trace.reranked, *(p for p in trace.candidates if p.chunk_id not in kept)]
+
+
+def relevance_label(passage: Any, item: RagItem) -> str:
+    """The label a ranking metric compares: the chunk id, except that without named chunks every
+    passage of the expected section (`is_evidence`) carries EXPECTED_SECTION, so the section is one
+    relevant unit however many chunks it was cut into."""
+    chunk_id = str(_get(passage, "chunk_id"))
+    if not item.expected_chunks and is_evidence(passage, item):
+        return EXPECTED_SECTION
+    return chunk_id
+
+
+def relevant_labels(item: RagItem) -> dict[str, int]:
+    return {chunk: 1 for chunk in item.expected_chunks} if item.expected_chunks else {EXPECTED_SECTION: 1}
+
+
+def retrieval_scores(ranking: Sequence[Any], item: RagItem) -> dict[str, float]:
+    """Standard IR figures over one item's final ranking, relevance from its labels:
+    recall@k = relevant units in the top k over the item's relevant units (the named chunks, or the
+    one expected section: then 1 when any of its passages is there, else 0); precision@8 = relevant
+    passages among the top 8, over 8; reciprocal rank = 1 / the rank of the first relevant passage
+    within the 50 candidates (0 when none). An item refused before retrieval ranks nothing: all 0."""
+    labels = [relevance_label(p, item) for p in ranking]
+    relevant = relevant_labels(item)
+    return {"recall_at_8": recall_at_k(labels, relevant, RERANKED_DEPTH),
+            "recall_at_50": recall_at_k(labels, relevant, CANDIDATE_DEPTH),
+            "precision_at_8": precision_at_k(labels, relevant, RERANKED_DEPTH),
+            "mrr": mrr_at_k(labels, relevant, CANDIDATE_DEPTH)}
+
+
+def retrieval_summary(results: Sequence[ItemResult]) -> dict[str, Any]:
+    """The means of `retrieval_scores` over the answerable items that were scored, and how many."""
+    scored = [r.retrieval for r in results if r.item.answerable and r.retrieval is not None]
+    means = {key: _ratio(sum(s[key] for s in scored), len(scored), empty=0.0) for key in RETRIEVAL}
+    return {**means, "retrieval_items": len(scored)}
 
 
 def lost_at(runtime, principal, item: RagItem, response: Any, result: ItemResult) -> str:
@@ -561,6 +618,7 @@ def summarise(results: Sequence[ItemResult], seconds: float | None = None) -> di
         # Answered items whose text lacks an expected fact, whether or not their citation was right.
         "answer_misses": [r.item.id for r in with_facts if r.facts_found is False],
         **honest_middle(results),
+        **retrieval_summary(results),
     }
     if seconds is not None:
         report["seconds"] = round(seconds, 1)
@@ -613,6 +671,7 @@ DETAIL = ("answer_accuracy", "refusal_reason_accuracy", "forbidden_citations", "
 def format_table(report: dict[str, Any]) -> str:
     lines = [f"{key:<24} {report[key]}" for key in (*HEADLINE, *DETAIL)]
     lines += [f"{key:<28} {report[key]}" for key in (*HONEST_MIDDLE, "outcomes") if key in report]
+    lines += [f"{key:<28} {report[key]}" for key in (*RETRIEVAL, "retrieval_items") if key in report]
     lines.append("")
     lines.append(f"{'category':<18} {'items':>5} {'passed':>6} {'rate':>6}")
     for name, entry in report["categories"].items():
@@ -709,3 +768,15 @@ def paraphrase_floor_failures(report: dict[str, Any]) -> list[str]:
     if report["leaks"] or report["errors"]:
         failures.append(f"leaks {report['leaks']}, errors {report['errors']}")
     return failures
+
+
+# ------------------------------------------------------------------------------ retrieval floors
+# Measured with MiniLM on the four handbook tenants, reranker none (issue 28, docs/benchmarks.md),
+# set a little below: a regression guard on what retrieval finds, whatever the answer stage does.
+# Regression set (2026-12-05): recall@8 1.0, recall@50 1.0, precision@8 0.316, MRR 0.963.
+RETRIEVAL_FLOORS = {"recall_at_8": 0.97, "recall_at_50": 0.98, "precision_at_8": 0.29, "mrr": 0.93}
+
+
+def retrieval_floor_failures(report: dict[str, Any], floors: dict[str, float] = RETRIEVAL_FLOORS) -> list[str]:
+    """Human-readable reasons the report's retrieval figures miss their floors (empty when they hold)."""
+    return [f"{key} {report[key]} < {floor}" for key, floor in floors.items() if report[key] < floor]

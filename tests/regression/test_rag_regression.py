@@ -106,6 +106,71 @@ def test_summary_counts_refusals_citations_and_leaks():
     assert rag.threshold_failures(report)
 
 
+def test_precision_recall_and_reciprocal_rank_on_a_tiny_ranking():
+    from citadel.eval.metrics import mrr_at_k, precision_at_k, recall_at_k
+
+    ranked = ["x", "a", "y", "b", "z"]
+    relevant = {"a": 1, "b": 1, "c": 1}
+    assert precision_at_k(ranked, relevant, 4) == 0.5
+    assert precision_at_k(ranked[:2], relevant, 4) == 0.25  # a short list is not excused
+    assert recall_at_k(ranked, relevant, 2) == pytest.approx(1 / 3)
+    assert recall_at_k(ranked, relevant, 5) == pytest.approx(2 / 3)
+    assert mrr_at_k(ranked, relevant, 5) == 0.5
+    assert mrr_at_k(ranked, relevant, 1) == 0.0
+
+
+def _passage(chunk_id, document_id, heading):
+    from types import SimpleNamespace
+
+    return SimpleNamespace(chunk_id=chunk_id, document_id=document_id, heading=heading)
+
+
+def test_retrieval_scores_count_the_expected_section_once_for_recall_and_per_passage_for_precision():
+    item = rag.RagItem("x", "c", "t", "u", (), "q", "answer", expected_documents=("leave",),
+                       expected_heading="Annual leave")
+    ranking = [_passage("t:other:v1:0000", "other", "Other"),
+               _passage("t:leave:v1:0003", "leave", "Leave > Annual leave"),
+               _passage("t:leave:v1:0004", "leave", "Leave > Annual leave"),
+               *[_passage(f"t:other:v1:{i:04}", "other", "Other") for i in range(1, 20)],
+               _passage("t:leave:v1:0007", "leave", "Leave > Sick leave")]  # the document, not the section
+    scores = rag.retrieval_scores(ranking, item)
+    assert scores == {"recall_at_8": 1.0, "recall_at_50": 1.0, "precision_at_8": 0.25, "mrr": 0.5}
+    assert rag.retrieval_scores(ranking[3:], item) == {"recall_at_8": 0.0, "recall_at_50": 0.0,
+                                                       "precision_at_8": 0.0, "mrr": 0.0}
+
+
+def test_retrieval_scores_use_named_chunks_when_an_item_has_them():
+    item = rag.RagItem("x", "c", "t", "u", (), "q", "answer", expected_documents=("leave",),
+                       expected_heading="Annual leave", expected_chunks=("t:leave:v1:0004", "t:leave:v1:0009"))
+    ranking = [_passage("t:leave:v1:0003", "leave", "Leave > Annual leave"),  # the section, not a named chunk
+               *[_passage(f"t:other:v1:{i:04}", "other", "Other") for i in range(8)],
+               _passage("t:leave:v1:0004", "leave", "Leave > Annual leave")]  # rank 10
+    assert rag.retrieval_scores(ranking, item) == {"recall_at_8": 0.0, "recall_at_50": 0.5,
+                                                   "precision_at_8": 0.0, "mrr": 0.1}
+
+
+def test_final_ranking_is_the_reranked_top_then_the_rest_of_the_candidates():
+    from types import SimpleNamespace
+
+    a, b, c, d = (_passage(name, "doc", "") for name in "abcd")
+    trace = SimpleNamespace(candidates=[a, b, c, d], reranked=[c, a])
+    assert [p.chunk_id for p in rag.final_ranking(trace)] == ["c", "a", "b", "d"]
+
+
+def test_summary_reports_mean_retrieval_over_scored_answerable_items():
+    answer = {"expect": "answer", "expected_documents": ("d1",)}
+    hit = {"recall_at_8": 1.0, "recall_at_50": 1.0, "precision_at_8": 0.25, "mrr": 0.5}
+    miss = {"recall_at_8": 0.0, "recall_at_50": 1.0, "precision_at_8": 0.0, "mrr": 0.1}
+    results = [_result(answer, retrieval=hit), _result(answer, retrieval=miss), _result(answer),
+               _result({"expect": "refuse"})]
+    report = rag.summarise(results)
+    assert {key: report[key] for key in (*rag.RETRIEVAL, "retrieval_items")} == {
+        "recall_at_8": 0.5, "recall_at_50": 1.0, "precision_at_8": 0.125, "mrr": 0.3, "retrieval_items": 2}
+    assert "recall_at_8" in rag.format_table(report)
+    assert rag.retrieval_floor_failures(report) == ["recall_at_8 0.5 < 0.97", "precision_at_8 0.125 < 0.29",
+                                                     "mrr 0.3 < 0.93"]
+
+
 # ------------------------------------------------------------------- the real run (slow, CI gate)
 @pytest.fixture(scope="module")
 def rag_runtime(tmp_path_factory):
@@ -141,6 +206,7 @@ def paraphrase_report(rag_runtime):
     report = rag.run(rag_runtime, rag.PARAPHRASE_SET, rag.SHARED_DATA, rag.DEFAULT_OVERLAY, split="test",
                      by_stage=True)
     print(rag.format_stage_table(report["stages"]))
+    print({key: report[key] for key in (*rag.RETRIEVAL, "retrieval_items")})
     return report
 
 
@@ -161,6 +227,15 @@ def test_paraphrase_test_split_holds_its_floors(paraphrase_report):
 def test_rag_regression_meets_thresholds(rag_report):
     headline = {key: rag_report[key] for key in rag.HEADLINE}
     assert not rag.threshold_failures(rag_report), (headline, rag_report["failures"])
+
+
+@pytest.mark.slow
+@pytest.mark.model
+def test_rag_regression_retrieval_holds_its_floors(rag_report):
+    """What retrieval finds, judged by the labels alone (issue 28): the expected section in the top 8
+    and the 50 candidates, how much of the top 8 it fills, and how high it ranks."""
+    figures = {key: rag_report[key] for key in (*rag.RETRIEVAL, "retrieval_items")}
+    assert not rag.retrieval_floor_failures(rag_report), figures
 
 
 @pytest.mark.slow
@@ -222,6 +297,8 @@ def test_eval_rag_cli_on_a_tiny_set(tmp_path, monkeypatch):
     assert result.exit_code == 0, result.output
     report = json.loads(result.stdout)
     assert set(rag.HEADLINE) <= set(report)
+    assert set(rag.RETRIEVAL) <= set(report) and report["retrieval_items"] == 3  # the answerable items
+    assert report["recall_at_50"] == 1.0, report  # three documents a tenant: every one is a candidate
     assert report["items"] == 5 and report["leaks"] == 0 and report["forbidden_citations"] == 0
     assert report["citation_accuracy"] == 1.0, report["failures"]
     assert report["refusal_recall"] == 1.0 and report["refusal_precision"] == 1.0
