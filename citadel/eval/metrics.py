@@ -40,4 +40,3 @@ def percentile(values: Sequence[float], q: float) -> float:
     ordered = sorted(values)
     index = min(len(ordered) - 1, max(0, math.ceil(q / 100.0 * len(ordered)) - 1))
     return ordered[index]
-
