@@ -109,3 +109,31 @@ def router(
     for miss in result["misses"]:
         print(f"miss: [{miss['label']}] expected {miss['expected']}, got {miss['got']}: {miss['message']}")
 
+
+@app.command("judge")
+def judge(
+    claims: Optional[Path] = typer.Option(None, "--claims", help="Claim set (default tests/regression/judge/claims.jsonl)."),
+    labels: Optional[Path] = typer.Option(None, "--labels", help="Two annotators' labels (default "
+                                          "tests/regression/judge/labels.jsonl)."),
+    threshold: Optional[float] = typer.Option(None, "--threshold", help="Use this P(supported) cut instead of "
+                                              "choosing one on the dev half (even ids)."),
+    as_json: bool = typer.Option(False, "--json"),
+    config: Optional[Path] = typer.Option(None, "--config"),
+) -> None:
+    """The judge (answer.reader) against two annotators: agreement, Cohen's kappa vs each and vs their
+    consensus, annotator A vs B, and the confusion table, on the dev and test halves."""
+    from citadel.config import load_config
+    from citadel.eval import judge as judge_eval
+    from citadel.reader.factory import make_reader
+
+    claims_path = claims or judge_eval.DEFAULT_CLAIMS
+    labels_path = labels or judge_eval.DEFAULT_LABELS
+    try:
+        judge_eval.load_labels(labels_path)  # before loading the reader: say what is missing at once
+    except judge_eval.LabelsMissing as missing:
+        typer.echo(str(missing), err=True)
+        raise typer.Exit(code=2)
+    reader = make_reader(load_config(config))
+    origins = claims_path.parent / judge_eval.DEFAULT_ORIGINS.name  # beside the claims; hidden from annotators
+    report = judge_eval.run(reader.score, reader.model_id, claims_path, labels_path, threshold, origins)
+    print(json.dumps(report, indent=1) if as_json else judge_eval.format_report(report))
