@@ -165,6 +165,24 @@ class AnswerConfig(_Section):
     topic_vector: float = Field(
         0.3, ge=0.0, le=1.0, description="Confirm: ... or the question is at least this close to one in embedding."
     )
+    verifier: bool = Field(
+        True, description="The claim verifier (citadel/quality/verifier.py, DESIGN.md §11): each claim of a generated "
+        "answer checked against the source it cites; durations, totals and comparisons recomputed by code (wrong "
+        "ones corrected from the source), the rest judged by the reader when `confirm` is on (without the reader: "
+        "the code checks only). Uncited or unsupported claims are removed."
+    )
+    verifier_min_probability: float = Field(
+        0.1, ge=0.0, le=1.0, description="Verifier: the judge's probability a claim needs against its cited "
+        "sentences (chosen on the paraphrase dev split, docs/benchmarks.md issue 28)."
+    )
+    verifier_max_claims: int = Field(
+        40, ge=1, le=1_000, description="Verifier: claims checked per answer; later claims are cut and the answer "
+        "says it was shortened."
+    )
+    verifier_timeout_s: float = Field(
+        5.0, gt=0.0, description="Verifier: the judge's time per answer; a slower or failing judge is skipped "
+        "(degraded: verifier) and the claims it did not judge stay as validated."
+    )
     cross_encoder_dir: Optional[Path] = Field(
         None, description="Local directory of a sentence-transformers CrossEncoder (no hub access)."
     )

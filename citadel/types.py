@@ -26,6 +26,7 @@ class Degradation(StrEnum):
     CACHE_UNAVAILABLE = "cache_unavailable"  # the answer cache failed open
     MODEL_PAUSED = "model_paused"  # an admin paused the model: the extractive generator answered
     READER_SKIPPED = "reader_skipped"  # the reader failed: nothing could be confirmed, nothing was asserted
+    VERIFIER_SKIPPED = "verifier"  # the claim verifier's judge failed or was slow: claims kept as validated
 
 
 HEADING_SEPARATOR = " > "  # joins a heading path into a chunk's (and a passage's) `heading`

@@ -233,7 +233,7 @@ class Wiring:
                              PromptAssembler.for_generator(self.generator, self.config.agent),
                              self.pause_switch.is_paused, self.reader if answer.confirm else None,
                              ConfirmSettings.from_config(answer), LinkPolicy.from_config(answer),
-                             self.suspicious_content, bundle_id=self.bundle.id)
+                             self.suspicious_content, bundle_id=self.bundle.id, verifier=self.claim_verifier)
         return self._keeping_personal_data_in(service)
 
     @cached_property
@@ -246,6 +246,18 @@ class Wiring:
         bundle = effective_bundle(self.config)
         BundleStore.for_home(self.config.home).keep(bundle)
         return bundle
+
+    @cached_property
+    def claim_verifier(self):
+        """The claim verifier (answer.verifier; None when off). Its judge is the reader where the reader
+        is configured (answer.confirm); without it only the code checks run (durations, totals,
+        comparisons), so test homes without the trained reader keep the validator's behaviour."""
+        from citadel.quality.verifier import ClaimVerifier, VerifierSettings
+
+        answer = self.config.answer
+        if not answer.verifier:
+            return None
+        return ClaimVerifier(self.reader if answer.confirm else None, VerifierSettings.from_config(answer))
 
     def _keeping_personal_data_in(self, service):
         """The answer service with this process's masker (its answer log) and prompt vault."""

@@ -736,6 +736,8 @@ class Orchestrator:
                                                  task=synthesis_task(state, evidence, question, left_out),
                                                  conversation=conversation, notes=notes,
                                                  asked=question if partial else None)
+            if response.verification is not None:  # the claim verifier's verdicts, shown in the run's events
+                self._emit(state, EventType.PROGRESS, "verified", {"stage": "verified", **response.verification})
             tokens = count_tokens(state.run.question) + passage_tokens(passages) + count_tokens(response.answer)
             record = answer_record(response, self._missing(state, evidence, checks), tokens)
             record["degraded"] += [d for d in degraded if d not in record["degraded"]]

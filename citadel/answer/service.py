@@ -99,6 +99,9 @@ class AnswerResponse:
     # check that goes to a person before the answer leaves (citadel/agent/checks.py). Not public.
     invalid_markers: int = 0
     confirmation: dict | None = None  # what the confirmation read and decided (logs, evaluation). Not public.
+    # The claim verifier's verdicts (citadel/quality/verifier.py): per claim, its cited sources, the
+    # judge's probability, what code computed and whether it was kept, removed or corrected. Not public.
+    verification: dict | None = None
     bundle_id: str | None = None  # the config bundle that shaped it (citadel/quality/bundle.py)
 
     @property
@@ -232,14 +235,16 @@ class AnswerService:
                  query_vectors: QueryVectorMemo | None = None, word_vectors: QueryVectorMemo | None = None,
                  assembler: PromptAssembler | None = None, paused: Callable[[str, str], bool] | None = None,
                  reader=None, confirm_settings: ConfirmSettings | None = None, links: LinkPolicy | None = None,
-                 flagged: Callable[[str, Sequence[Passage]], None] | None = None, bundle_id: str | None = None):
+                 flagged: Callable[[str, Sequence[Passage]], None] | None = None, bundle_id: str | None = None,
+                 verifier=None):
         """`assembler`: builds the budgeted prompt of a run's synthesis (`compose_from`); by default
         from the generator's own token count and the default allowances. `passage_filter`: the one
         planted-instruction screen (citadel/guardrails/planted.py) every retrieved passage and every
         expanded section passes before a prompt; `flagged(tenant, passages)`: told what it dropped
         (the documents' owners get a review task); `links`: what an answer may link to (by default
         nothing: images, HTML and links leave no answer); `bundle_id`: the config bundle every answer
-        names (citadel/quality/bundle.py)."""
+        names (citadel/quality/bundle.py); `verifier`: the claim verifier every generated answer passes
+        (citadel/quality/verifier.py; None: the validator alone)."""
         self.retriever = retriever
         self.partitions = partitions
         self.reranker = reranker
@@ -262,6 +267,9 @@ class AnswerService:
         self.confirm_settings = confirm_settings or ConfirmSettings()
         self.links = links or LinkPolicy()
         self.flagged = flagged
+        # The claim verifier (citadel/quality/verifier.py) every generated answer passes after the
+        # validator (a ClaimVerifier; None: the validator alone).
+        self.verifier = verifier
         self.bundle_id = bundle_id
         self._rerank_pool = concurrent.futures.ThreadPoolExecutor(RERANK_WORKERS, thread_name_prefix="rerank")
         self._last_purge: float | None = None
@@ -446,16 +454,44 @@ class AnswerService:
         self._keep_prompt(request_id, principal, prompt.task if prompt else query, sources, assembled, draft)
         by_number = {s.number: s.passage for s in sources}
         trace.drafted = [by_number[n] for n in dict.fromkeys(marker_numbers(draft)) if n in by_number]
+        recomputed = None
+        if self.verifier is not None:  # derived figures first: the validator drops figures sources lack
+            with timer.stage("verify"):
+                recomputed = self.verifier.recompute(draft, sources)
         with timer.stage("validate"):
             support = self._claim_support(partition, sources) if partition is not None else None
-            validated = self.validator.validate(query, draft, sources, support)
+            validated = self.validator.validate(query, recomputed.text if recomputed else draft, sources, support,
+                                                recomputed.computed if recomputed else None)
+        verification = self._verify(query, validated, sources, recomputed, degraded, timer)
+        with timer.stage("validate"):
             conflicts = self._topical_conflicts(query, sources, partition, principal.tenant_id)
             answer, citations, conflict_dicts = compose(validated, sources, conflicts)
         log_extra.update(model_id=model_id, sources=[_source_log(s) for s in sources],
                          validation={"fallback": validated.fallback, "removed": validated.removed})
+        if verification is not None:
+            log_extra["verification"] = verification
         return AnswerResponse(request_id, answer, False, None, degraded, citations, conflict_dicts,
                               passages=passages, gate=decision, trace=trace,
-                              invalid_markers=validated.removed["markers"])
+                              invalid_markers=validated.removed["markers"], verification=verification)
+
+    def _verify(self, query: str, validated: ValidatedAnswer, sources: Sequence[Source], recomputed,
+                degraded: list[str], timer: StageTimer) -> dict | None:
+        """The claim verifier over the validated answer (in place): what it removed leaves the text and
+        its citations; when nothing is left, the top evidence is quoted (a quote is its own support).
+        A judge that failed or ran out of time is a visible downgrade; the answer still leaves."""
+        if self.verifier is None:
+            return None
+        with timer.stage("verify"):
+            verification = self.verifier.verify(validated.text, sources, recomputed)
+            if verification.judge_skipped:
+                degraded.append(Degradation.VERIFIER_SKIPPED)
+            if verification.text != validated.text:
+                validated.text = verification.text
+                validated.used = list(dict.fromkeys(n for n in marker_numbers(verification.text)
+                                                    if n in validated.used))
+                if not validated.used:
+                    self.validator._fallback(query, sources, validated)
+            return verification.to_dict(sources)
 
     # ------------------------------------------------------------------ stages
     @staticmethod

@@ -15,7 +15,7 @@ When nothing survives, the answer falls back to quoting the top evidence with it
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Sequence
+from typing import Mapping, Sequence
 
 from citadel import regex
 from citadel.answer.expand import Source, source_terms
@@ -94,15 +94,18 @@ class AnswerValidator:
         self.min_support = min_support
 
     def validate(self, question: str, answer: str, sources: Sequence[Source],
-                 semantic: ClaimSupport | None = None) -> ValidatedAnswer:
-        """`semantic`: support by meaning for a claim that lexical overlap does not support."""
+                 semantic: ClaimSupport | None = None, computed: Mapping[str, str] | None = None) -> ValidatedAnswer:
+        """`semantic`: support by meaning for a claim that lexical overlap does not support. `computed`:
+        figures code derived from a claim's cited sources (the claim verifier's durations and totals,
+        citadel/quality/verifier.py), by the claim's lowercased text without markers: evidence for
+        that claim's figure check, since a derived figure is not written in the source."""
         by_number = {s.number: s for s in sources}
         terms_of = {s.number: source_terms(s) for s in sources}
         result = ValidatedAnswer("", [])
         kept: list[str] = []
         seen_bodies: set[str] = set()
         for claim in split_claims(SOURCE_MENTION.sub(r"[\1]", answer)):
-            checked = self._check_claim(claim, by_number, terms_of, result, semantic)
+            checked = self._check_claim(claim, by_number, terms_of, result, semantic, computed or {})
             if checked is None or checked[0].lower() in seen_bodies:
                 continue
             body, numbers = checked
@@ -115,12 +118,14 @@ class AnswerValidator:
         return self._fallback(question, sources, result)
 
     def _check_claim(self, claim: str, by_number: dict[int, Source], source_terms: dict[int, set[str]],
-                     result: ValidatedAnswer, semantic: ClaimSupport | None = None) -> tuple[str, list[int]] | None:
+                     result: ValidatedAnswer, semantic: ClaimSupport | None = None,
+                     computed: Mapping[str, str] = {}) -> tuple[str, list[int]] | None:
         numbers = marker_numbers(claim)
         valid = list(dict.fromkeys(n for n in numbers if n in by_number))
         result.removed["markers"] += len(numbers) - len([n for n in numbers if n in by_number])
         body = strip_markers(claim)
-        supporting = self._supporting_sources(body, valid, source_terms)
+        derived = computed.get(body.lower(), "").lower()
+        supporting = self._supporting_sources(body, valid, source_terms, set(content_terms(derived)))
         if not supporting and semantic is not None and content_terms(body):
             supporting = _semantic_sources(semantic.supporting(strip_links(body)), valid)
         if not supporting:
@@ -129,7 +134,7 @@ class AnswerValidator:
         evidence = "\n".join(by_number[n].text for n in supporting).lower()
         body, links_removed = remove_unsupported_links(body, evidence)
         result.removed["links"] += links_removed
-        if has_unsupported_figure(body, evidence):
+        if has_unsupported_figure(body, f"{evidence}\n{derived}"):
             result.removed["figures"] += 1
             return None
         if not content_terms(body):
@@ -137,15 +142,16 @@ class AnswerValidator:
             return None
         return body, supporting
 
-    def _supporting_sources(self, body: str, cited: list[int], source_terms: dict[int, set[str]]) -> list[int]:
-        """The cited sources when together they support the sentence, else the single best source
-        that does, else none."""
+    def _supporting_sources(self, body: str, cited: list[int], source_terms: dict[int, set[str]],
+                            derived: set[str] = frozenset()) -> list[int]:
+        """The cited sources when together they support the sentence (with `derived`: the terms of
+        what code computed from them), else the single best source that does, else none."""
         terms = set(content_terms(strip_links(body)))
         if not terms:
             return []
 
         def support(numbers: list[int]) -> float:
-            found = set().union(*(source_terms[n] for n in numbers)) if numbers else set()
+            found = set().union(derived, *(source_terms[n] for n in numbers)) if numbers else set()
             return len(terms & found) / len(terms)
 
         if cited and support(cited) >= self.min_support:
