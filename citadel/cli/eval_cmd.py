@@ -117,6 +117,8 @@ def judge(
                                           "tests/regression/judge/labels.jsonl)."),
     threshold: Optional[float] = typer.Option(None, "--threshold", help="Use this P(supported) cut instead of "
                                               "choosing one on the dev half (even ids)."),
+    figures: bool = typer.Option(False, "--figures", help="Put the validator's figure check before the judge, "
+                                 "as answers meet it (a claim stating a figure its source lacks is not supported)."),
     as_json: bool = typer.Option(False, "--json"),
     config: Optional[Path] = typer.Option(None, "--config"),
 ) -> None:
@@ -135,5 +137,5 @@ def judge(
         raise typer.Exit(code=2)
     reader = make_reader(load_config(config))
     origins = claims_path.parent / judge_eval.DEFAULT_ORIGINS.name  # beside the claims; hidden from annotators
-    report = judge_eval.run(reader.score, reader.model_id, claims_path, labels_path, threshold, origins)
+    report = judge_eval.run(reader.score, reader.model_id, claims_path, labels_path, threshold, origins, figures)
     print(json.dumps(report, indent=1) if as_json else judge_eval.format_report(report))

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from citadel import regex
+from citadel.answer.validator import has_unsupported_figure, strip_markers
 
 REPO = Path(__file__).resolve().parents[2]
 JUDGE_DIR = REPO / "tests" / "regression" / "judge"
@@ -84,20 +85,25 @@ def source_sentences(text: str) -> list[str]:
     return [p for p in pieces if p][:MAX_SENTENCES]
 
 
-def support_probability(score: Scorer, claim: str, source_text: str) -> float:
+def support_probability(score: Scorer, claim: str, source_text: str, figures: bool = False) -> float:
     """The judge's P(the source states the claim): the best of the claim against each sentence of the
-    source and against the whole source."""
+    source and against the whole source. With `figures`, as answers meet the judge: the validator
+    has already dropped a claim stating a figure its source does not hold (0 whatever the reader says)."""
+    if figures and has_unsupported_figure(strip_markers(claim), source_text.lower()):
+        return 0.0
     texts = source_sentences(source_text) + [source_text]
     return max(score(claim, texts), default=0.0)
 
 
-def judged(claims: dict[str, dict[str, Any]], labels: dict[str, tuple[str, str]], score: Scorer) -> list[JudgedClaim]:
+def judged(claims: dict[str, dict[str, Any]], labels: dict[str, tuple[str, str]], score: Scorer,
+           figures: bool = False) -> list[JudgedClaim]:
     """Every labeled claim with the judge's probability (claims without labels are skipped)."""
     rows = []
     for claim_id in sorted(set(claims) & set(labels)):
         claim = claims[claim_id]
         a, b = labels[claim_id]
-        rows.append(JudgedClaim(claim_id, a, b, support_probability(score, claim["claim"], claim["source_text"])))
+        rows.append(JudgedClaim(claim_id, a, b, support_probability(score, claim["claim"], claim["source_text"],
+                                                                   figures)))
     return rows
 
 
@@ -197,16 +203,16 @@ def report(rows: Sequence[JudgedClaim], judge_id: str, threshold: float | None =
 
 def run(score: Scorer, judge_id: str, claims_path: Path | str = DEFAULT_CLAIMS,
         labels_path: Path | str = DEFAULT_LABELS, threshold: float | None = None,
-        origins_path: Path | str | None = None) -> dict[str, Any]:
+        origins_path: Path | str | None = None, figures: bool = False) -> dict[str, Any]:
     """The report; with `origins_path` (how each item was made), the judge's and the people's
-    supported share per origin as well."""
+    supported share per origin as well; `figures`: the validator's figure check before the judge."""
     claims = load_claims(claims_path)
     labels = load_labels(labels_path)
     unknown = sorted(set(labels) - set(claims))
     if unknown:
         raise ValueError(f"labels for ids not in the claim set: {', '.join(unknown[:5])}")
-    rows = judged(claims, labels, score)
-    result = report(rows, judge_id, threshold, len(claims))
+    rows = judged(claims, labels, score, figures)
+    result = report(rows, f"{judge_id}+figures" if figures else judge_id, threshold, len(claims))
     if origins_path is not None and Path(origins_path).exists():
         origins = {str(r["id"]): str(r["origin"]) for r in read_jsonl(Path(origins_path))}
         result["by_origin"] = by_origin(rows, origins, result["threshold"])

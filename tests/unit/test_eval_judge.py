@@ -149,3 +149,13 @@ def test_origins_beside_the_claims_give_a_breakdown(tmp_path):
     assert result["by_origin"] == {"other_source": {"items": 1, "judge_supported": 0.0, "consensus_supported": 0.0},
                                    "real": {"items": 1, "judge_supported": 1.0, "consensus_supported": 1.0}}
     assert "origin real" in judge.format_report(result)
+
+
+def test_the_figure_check_goes_before_the_judge_as_answers_meet_it():
+    from citadel.eval.judge import support_probability
+
+    source = "Eligible customers receive a multi-year discount of up to 12% on the committed term."
+    always = lambda claim, texts: [0.9 for _ in texts]  # noqa: E731 - a judge that believes everything
+    assert support_probability(always, "The discount is up to 18% [1].", source) == 0.9
+    assert support_probability(always, "The discount is up to 18% [1].", source, figures=True) == 0.0
+    assert support_probability(always, "The discount is up to 12% [1].", source, figures=True) == 0.9
