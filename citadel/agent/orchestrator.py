@@ -737,7 +737,8 @@ class Orchestrator:
                                                  conversation=conversation, notes=notes,
                                                  asked=question if partial else None)
             if response.verification is not None:  # the claim verifier's verdicts, shown in the run's events
-                self._emit(state, EventType.PROGRESS, "verified", {"stage": "verified", **response.verification})
+                self._emit(state, EventType.PROGRESS, "verified",
+                           {"stage": "verified", **self._outgoing_verdicts(state, response.verification)})
             tokens = count_tokens(state.run.question) + passage_tokens(passages) + count_tokens(response.answer)
             record = answer_record(response, self._missing(state, evidence, checks), tokens)
             record["degraded"] += [d for d in degraded if d not in record["degraded"]]
@@ -968,6 +969,14 @@ class Orchestrator:
         if screened and SCREENED_NOTICE not in answer:
             answer = f"{answer} {SCREENED_NOTICE}".strip()
         return {**record, "answer": self.links.clean(answer, state.run.tenant_id)}
+
+    def _outgoing_verdicts(self, state: RunState, verification: dict[str, Any]) -> dict[str, Any]:
+        """The verifier's verdicts as an event may carry them: their claim texts (drafts, before the
+        links policy) cleaned like the answer, so no event carries an image or a foreign link."""
+        clean = lambda text: self.links.clean(text, state.run.tenant_id) if isinstance(text, str) else text  # noqa: E731
+        verdicts = [{**v, "claim": clean(v.get("claim")), "corrected": clean(v.get("corrected"))}
+                    for v in verification.get("verdicts", [])]
+        return {**verification, "verdicts": verdicts}
 
     def _fail(self, state: RunState, error: Exception) -> None:
         """An error outside any step: the run fails with an error event (a CitadelError's own code and

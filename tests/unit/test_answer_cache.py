@@ -49,11 +49,11 @@ def test_an_entry_written_before_answers_carried_an_outcome_loads_with_one(cache
 def test_an_entry_keeps_the_outcome(cache):
     body = {"request_id": "r1", "answer": "The documents I can see don't state it. The closest is: '…' [1]",
             "outcome": "not_confirmed", "refused": True, "reason": "not_confirmed", "degraded": [],
-            "citations": [CITATION], "cached": False}
+            "citations": [CITATION], "cached": False, "bundle_id": "b-0123456789ab"}
     degraded: list[str] = []
     cache.put("k", "t", body, degraded)
     stored = cache.state.cache.get("k")
-    assert stored == {k: body[k] for k in ("answer", "outcome", "refused", "reason", "citations")}
+    assert stored == {k: body[k] for k in ("answer", "outcome", "refused", "reason", "citations", "bundle_id")}
     loaded = cache.get("k", STAFF, degraded)
     assert loaded["outcome"] == "not_confirmed" == outcome_of(loaded["refused"], loaded["reason"])
     assert degraded == []
