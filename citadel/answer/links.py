@@ -45,6 +45,8 @@ DATA_URI = regex.compile("answer.links.data_uri", r"\bdata:[a-z]{1,20}/[a-z0-9.+
 # A bare URL, as the validator reads one.
 BARE_URL = regex.compile("answer.links.bare_url", r"(?:https?://|www\.)[^\s<>\"'\]\)]+", regex.IGNORECASE)
 URL_TRAILING = ".,;:!?"
+# What a removed URL leaves when it was written in brackets ("the portal (https://…)").
+EMPTY_BRACKETS = regex.compile("answer.links.empty_brackets", r"[ \t]*(?:\(\s*\)|\[\s*\]|<\s*>)")
 SPACE_RUN = regex.compile("answer.links.space_run", r"[ \t]{2,}")
 SPACE_BEFORE_PUNCTUATION = regex.compile("answer.links.space_before_punctuation", r"[ \t]+([.,;:!?])")
 SAFE_SCHEMES = ("http", "https")
@@ -100,6 +102,7 @@ class LinkPolicy:
         cleaned = HTML_TAG.sub("", cleaned)
         cleaned = DATA_URI.sub("", cleaned)
         cleaned = BARE_URL.sub(lambda m: self._bare(m.group(0), tenant_id), cleaned)
+        cleaned = EMPTY_BRACKETS.sub("", cleaned)
         cleaned = SPACE_BEFORE_PUNCTUATION.sub(r"\1", SPACE_RUN.sub(" ", cleaned))
         return cleaned.strip()
 

@@ -39,6 +39,10 @@ def test_allowed_links_are_kept_as_written_and_per_tenant():
     assert "evil" not in POLICY.clean("Use https://intranet.acme.example.evil.example/a [1].", "acme")
 
 
+def test_a_removed_url_leaves_no_empty_brackets():
+    assert POLICY.clean("the portal (https://attacker.example/c?u=1) is open [1].", "acme") == "the portal is open [1]."
+
+
 def test_plain_prose_is_untouched():
     text = "The limit is 250 USD per night (500 in London) [1][2]. Rates < 3% apply when a > b."
     assert POLICY.clean(text, "acme") == text
