@@ -108,12 +108,15 @@ def normalise_question(question: str) -> str:
     return text.rstrip(_TRAILING_PUNCTUATION + " ")
 
 
-def answer_cache_key(tenant_id: str, acl_signature: str, question: str, source_versions: str) -> str:
-    """SHA-256 over everything that can change an answer: a new ACL or published version is a new key.
+def answer_cache_key(tenant_id: str, acl_signature: str, question: str, source_versions: str,
+                     bundle_id: str | None = None) -> str:
+    """SHA-256 over everything that can change an answer: a new ACL, published version or config
+    bundle (citadel/quality/bundle.py: prompts, models, gate settings) is a new key.
 
     The material is a JSON list, a canonical encoding: no field's content can imitate a separator, so
-    two different (tenant, signature, question, versions) never hash the same material."""
-    material = json.dumps([CACHE_KEY_VERSION, tenant_id, acl_signature, normalise_question(question), source_versions])
+    two different (tenant, signature, question, versions, bundle) never hash the same material."""
+    material = json.dumps([CACHE_KEY_VERSION, tenant_id, acl_signature, normalise_question(question), source_versions,
+                           bundle_id or ""])
     return hashlib.sha256(material.encode("utf-8")).hexdigest()
 
 

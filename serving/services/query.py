@@ -99,7 +99,8 @@ class QueryService:
         degraded: list[str] = []
         with failing_closed():
             segment = self.catalog.published_segment(principal.tenant_id) or "none"
-            key = answer_cache_key(principal.tenant_id, principal.acl_signature, question, segment)
+            key = answer_cache_key(principal.tenant_id, principal.acl_signature, question, segment,
+                                   self.answers.bundle_id)  # a new config answers afresh
             cached = self.cache.get(key, principal, degraded)  # a hit is live-checked in the catalog
         if cached is not None:
             return self._cache_hit(cached, principal, question, request_id, degraded, correlation_id)

@@ -81,6 +81,7 @@ def test_cache_key_normalises_question_but_not_acl_or_versions():
     assert base != answer_cache_key("t1", "acl-a", "What is the travel policy?", "seg-2")
     assert base != answer_cache_key("t2", "acl-a", "What is the travel policy?", "seg-1")
     assert base != answer_cache_key("t1", "acl-a", "What is the expense policy?", "seg-1")
+    assert base != answer_cache_key("t1", "acl-a", "What is the travel policy?", "seg-1", "b-0123456789ab")
 
 
 def test_cache_miss_then_hit_and_replace(make):
