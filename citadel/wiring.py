@@ -217,24 +217,31 @@ class Wiring:
         from citadel.answer.confirm import ConfirmSettings
         from citadel.answer.expand import ExpansionBudget, SectionExpander
         from citadel.answer.gate_model import make_gate
-        from citadel.answer.links import LinkPolicy
         from citadel.answer.prompt import PromptAssembler
         from citadel.answer.semantic import WORD_MEMO_CAPACITY
         from citadel.answer.service import AnswerService, AnswerSettings, QueryVectorMemo
         from citadel.answer.validator import AnswerValidator
+
         answer = self.config.answer
         expander = SectionExpander(ExpansionBudget(answer.max_sources, answer.source_token_budget,
                                                    answer.total_token_budget))
-        service = AnswerService(self.retriever, self.partitions, self.reranker, make_gate(answer), self.generator,
+        return AnswerService(self.retriever, self.partitions, self.reranker, make_gate(answer), self.generator,
                              self.catalog, AnswerSettings.from_config(answer), expander,
                              AnswerValidator(answer.min_support), self.router,
                              self.planted_screen, self.memo,
                              QueryVectorMemo(self.embedder, WORD_MEMO_CAPACITY),
                              PromptAssembler.for_generator(self.generator, self.config.agent),
                              self.pause_switch.is_paused, self.reader if answer.confirm else None,
-                             ConfirmSettings.from_config(answer), LinkPolicy.from_config(answer),
-                             self.suspicious_content, bundle_id=self.bundle.id, verifier=self.claim_verifier)
-        return self._keeping_personal_data_in(service)
+                             ConfirmSettings.from_config(answer), self.link_policy,
+                             self.suspicious_content, bundle_id=self.bundle.id, verifier=self.claim_verifier,
+                             personal_data=self.personal_data, prompt_vault=self.prompt_vault)
+
+    @cached_property
+    def link_policy(self):
+        """What an answer may link to (answer.allowed_link_domains), for the single-shot path and runs."""
+        from citadel.answer.links import LinkPolicy
+
+        return LinkPolicy.from_config(self.config.answer)
 
     @cached_property
     def bundle(self):
@@ -258,12 +265,6 @@ class Wiring:
         if not answer.verifier:
             return None
         return ClaimVerifier(self.reader if answer.confirm else None, VerifierSettings.from_config(answer))
-
-    def _keeping_personal_data_in(self, service):
-        """The answer service with this process's masker (its answer log) and prompt vault."""
-        service.personal_data = self.personal_data
-        service.prompt_vault = self.prompt_vault
-        return service
 
     @cached_property
     def personal_data(self):
@@ -422,7 +423,6 @@ class Wiring:
         the `AFTER_STEP` crash point (citadel/resilience/crash_points.py): a drill arms it through the
         environment; unarmed it costs one environment lookup per step."""
         from citadel.agent.orchestrator import Orchestrator
-        from citadel.answer.links import LinkPolicy
         from citadel.resilience.crash_points import after_step
         from citadel.tools.honeypots import HoneypotPlanter
         from citadel.tools.reviews import ReviewPolicy
@@ -433,7 +433,7 @@ class Wiring:
         options.setdefault("wall_clock", self.clock or time.time)
         options.setdefault("honeypots", HoneypotPlanter.from_config(self.config.tools))
         options.setdefault("reviews", ReviewPolicy.from_config(self.config.tools))
-        options.setdefault("links", LinkPolicy.from_config(self.config.answer))
+        options.setdefault("links", self.link_policy)
         options.setdefault("flagged", self.suspicious_content)
         options.setdefault("spend", self.user_spend)
         options.setdefault("bundle_id", self.bundle.id)

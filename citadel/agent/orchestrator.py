@@ -70,7 +70,7 @@ from citadel.answer.text import content_terms
 from citadel.chunking import count_tokens
 from citadel.config import AgentConfig
 from citadel.errors import CitadelError, NotFound, Unavailable
-from citadel.guardrails.planted import SCREENED_NOTICE
+from citadel.guardrails.planted import with_screened_notice
 from citadel.resilience.clock import Clock, MonotonicClock
 from citadel.resilience.deadline import Deadline, deadline_scope
 from citadel.state.conversations import ASSISTANT, USER
@@ -605,13 +605,9 @@ class Orchestrator:
             "stage": "screened", "step_id": step.id, "tool": step.tool,
             "screened": [{"document_id": s["document_id"], "version": s["version"]} for s in screened],
             "tool_response": bool(record.get("screened_response"))})
-        if self.flagged is None or not screened:
-            return
-        try:
+        if self.flagged is not None and screened:
             self.flagged(state.run.tenant_id, [FlaggedSource(s["document_id"], int(s["version"]), s["chunk_id"])
                                                for s in screened])
-        except Exception:  # the owner is told on a later read; the run goes on
-            log.exception("reporting screened sources of run %s failed", state.run_id)
 
     def _stop(self, state: RunState, reason: str) -> str:
         record = self._record(state, "stop", {"reason": reason})
@@ -965,9 +961,8 @@ class Orchestrator:
         (once: the synthesis may have said it already), and the links policy applied, so neither the
         token events cut from it nor the final event carry an image, HTML or a foreign link."""
         answer = record.get("answer") or ""
-        screened = any(r.get("screened") or r.get("screened_response") for _, r in state.step_records())
-        if screened and SCREENED_NOTICE not in answer:
-            answer = f"{answer} {SCREENED_NOTICE}".strip()
+        if any(r.get("screened") or r.get("screened_response") for _, r in state.step_records()):
+            answer = with_screened_notice(answer)
         return {**record, "answer": self.links.clean(answer, state.run.tenant_id)}
 
     def _outgoing_verdicts(self, state: RunState, verification: dict[str, Any]) -> dict[str, Any]:

@@ -29,7 +29,7 @@ from typing import Any, Protocol
 from citadel.agent.evidence import passage_record
 from citadel.agent.plan import MAX_QUERY_CHARS, Step
 from citadel.errors import CitadelError, Forbidden, InvalidRequest
-from citadel.guardrails.planted import screen_tool_response
+from citadel.guardrails.planted import screen_tool_response, split_screened
 from citadel.retrieval.retriever import PassageRetriever
 from citadel.tools.intents import IntentMatcher, RequestedAction
 from citadel.tools.policy import Action, Decision, PolicyEngine
@@ -124,9 +124,7 @@ class SearchTool:
         depth = top_k if self.reranker is None else max(top_k, self.candidates)
         result = self.retriever.retrieve(principal, arguments["query"], top_k=depth, request_id=request_id)
         passages, degraded = list(result.passages), [str(d) for d in result.degraded]
-        dropped = [p for p in passages if self.screen(p)] if self.screen is not None else []
-        if dropped:
-            passages = [p for p in passages if p not in dropped]
+        passages, dropped = split_screened(passages, self.screen)
         if self.reranker is not None and passages:
             try:
                 passages = self.reranker.rerank(arguments["query"], passages, top_k)

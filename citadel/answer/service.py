@@ -40,8 +40,8 @@ from citadel.catalog.base import Catalog
 from citadel.tools.spec import MODEL_TARGET
 from citadel.config import AgentConfig
 from citadel.guardrails.base import QuestionRouter
-from citadel.guardrails.planted import SCREENED_NOTICE
-from citadel.guardrails.personal import PATTERNS_ONLY
+from citadel.guardrails.planted import split_screened, with_screened_notice
+from citadel.guardrails.personal import PATTERNS_ONLY, PersonalDataMasker
 from citadel.guardrails.pii import sensitive_data_kind
 from citadel.guardrails.redaction import loggable_question, masked_record, withheld_entry
 from citadel.guardrails.router import AllowAllRouter
@@ -236,7 +236,7 @@ class AnswerService:
                  assembler: PromptAssembler | None = None, paused: Callable[[str, str], bool] | None = None,
                  reader=None, confirm_settings: ConfirmSettings | None = None, links: LinkPolicy | None = None,
                  flagged: Callable[[str, Sequence[Passage]], None] | None = None, bundle_id: str | None = None,
-                 verifier=None):
+                 verifier=None, personal_data: PersonalDataMasker | None = None, prompt_vault=None):
         """`assembler`: builds the budgeted prompt of a run's synthesis (`compose_from`); by default
         from the generator's own token count and the default allowances. `passage_filter`: the one
         planted-instruction screen (citadel/guardrails/planted.py) every retrieved passage and every
@@ -244,7 +244,9 @@ class AnswerService:
         (the documents' owners get a review task); `links`: what an answer may link to (by default
         nothing: images, HTML and links leave no answer); `bundle_id`: the config bundle every answer
         names (citadel/quality/bundle.py); `verifier`: the claim verifier every generated answer passes
-        (citadel/quality/verifier.py; None: the validator alone)."""
+        (citadel/quality/verifier.py; None: the validator alone); `personal_data`: masks the answer log
+        (the wiring's knows the catalog's users; default the patterns alone); `prompt_vault`: where what
+        the generator was sent and returned is kept, encrypted (None: not kept)."""
         self.retriever = retriever
         self.partitions = partitions
         self.reranker = reranker
@@ -273,10 +275,8 @@ class AnswerService:
         self.bundle_id = bundle_id
         self._rerank_pool = concurrent.futures.ThreadPoolExecutor(RERANK_WORKERS, thread_name_prefix="rerank")
         self._last_purge: float | None = None
-        # Personal data masked in the answer log (the wiring's masker knows the catalog's users), and
-        # where what the generator was sent and returned is kept, encrypted (None: not kept).
-        self.personal_data = PATTERNS_ONLY
-        self.prompt_vault = None
+        self.personal_data = personal_data or PATTERNS_ONLY
+        self.prompt_vault = prompt_vault
 
     @property
     def router(self) -> QuestionRouter:
@@ -490,7 +490,7 @@ class AnswerService:
                 validated.used = list(dict.fromkeys(n for n in marker_numbers(verification.text)
                                                     if n in validated.used))
                 if not validated.used:
-                    self.validator._fallback(query, sources, validated)
+                    self.validator.fallback(query, sources, validated)
             return verification.to_dict(sources)
 
     # ------------------------------------------------------------------ stages
@@ -523,13 +523,7 @@ class AnswerService:
 
     def screen(self, passages: Sequence[Passage]) -> tuple[list[Passage], list[Passage]]:
         """(kept, dropped) by the planted-instruction screen; all kept without one."""
-        if self.passage_filter is None:
-            return list(passages), []
-        kept: list[Passage] = []
-        dropped: list[Passage] = []
-        for passage in passages:
-            (dropped if self.passage_filter(passage) else kept).append(passage)
-        return kept, dropped
+        return split_screened(passages, self.passage_filter)
 
     def _expand(self, passages: list[Passage], partition: Partition | None, trace: AnswerTrace) -> list[Source]:
         """The numbered sources, each expanded section screened like a retrieved passage: expansion
@@ -650,8 +644,9 @@ class AnswerService:
         applied, the row logged."""
         screened = response.trace.screened if response.trace is not None else []
         if screened:
-            response.answer = f"{response.answer} {SCREENED_NOTICE}".strip()
-            self._report_screened(principal.tenant_id, screened)
+            response.answer = with_screened_notice(response.answer)
+            if self.flagged is not None:
+                self.flagged(principal.tenant_id, screened)
         response.answer = self.links.clean(response.answer, principal.tenant_id)
         response.timings_ms = timer.total()
         response.bundle_id = self.bundle_id
@@ -662,14 +657,6 @@ class AnswerService:
                  "timings_ms": response.timings_ms, **extra}
         self._log(principal, question, entry, response.request_id, correlation_id, cached=False)
         return response
-
-    def _report_screened(self, tenant_id: str, screened: Sequence[Passage]) -> None:
-        if self.flagged is None:
-            return
-        try:
-            self.flagged(tenant_id, screened)
-        except Exception:  # the owner is told on a later request; this answer is not held for it
-            log.exception("reporting a screened source failed")
 
     def log_cache_hit(self, principal: Principal, question: str, body: dict[str, Any],
                       correlation_id: str | None = None) -> None:

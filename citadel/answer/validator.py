@@ -115,7 +115,7 @@ class AnswerValidator:
         if kept:
             result.text = " ".join(kept)
             return result
-        return self._fallback(question, sources, result)
+        return self.fallback(question, sources, result)
 
     def _check_claim(self, claim: str, by_number: dict[int, Source], source_terms: dict[int, set[str]],
                      result: ValidatedAnswer, semantic: ClaimSupport | None = None,
@@ -160,7 +160,9 @@ class AnswerValidator:
         return [best] if best is not None and support([best]) >= self.min_support else []
 
     @staticmethod
-    def _fallback(question: str, sources: Sequence[Source], result: ValidatedAnswer) -> ValidatedAnswer:
+    def fallback(question: str, sources: Sequence[Source], result: ValidatedAnswer) -> ValidatedAnswer:
+        """Nothing of the answer survived (its checks, or the claim verifier): quote the top evidence
+        with its marker, a quote being its own support."""
         result.fallback = True
         if not sources:
             return result

@@ -236,6 +236,21 @@ class PlantedScreen:
 # What the user is told, in one plain sentence, when a source was dropped before any prompt.
 SCREENED_NOTICE = ("One source contains text addressed to AI assistants; it was not used and has been flagged to "
                    "its owner.")
+
+
+def split_screened(passages: Iterable[P], screen: Callable[[P], bool] | None) -> tuple[list[P], list[P]]:
+    """(kept, dropped) by `screen` (True: drop; `PlantedScreen`, remembered per chunk); all kept
+    without one. The one split of every path: the answer service's candidates and a run's searches."""
+    kept: list[P] = []
+    dropped: list[P] = []
+    for passage in passages:
+        (dropped if screen is not None and screen(passage) else kept).append(passage)
+    return kept, dropped
+
+
+def with_screened_notice(answer: str) -> str:
+    """The answer naming, once, that a source was dropped (a run's answer may already carry it)."""
+    return answer if SCREENED_NOTICE in answer else f"{answer} {SCREENED_NOTICE}".strip()
 # What stands in a tool's response for a text the screen flagged.
 WITHHELD_TOOL_TEXT = "[withheld: text addressed to AI assistants]"
 # How deep a tool response is walked, and how many of its texts are screened (bounded like its size).

@@ -12,6 +12,7 @@ every text of the record, and the rest stays readable for the audit.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from citadel.catalog.base import WITHHELD_QUESTION
@@ -46,12 +47,17 @@ def withheld_entry(entry: dict[str, Any]) -> dict[str, Any]:
 
 
 def _redacted(value: Any) -> Any:
+    return _each_text(value, redacted_text)
+
+
+def _each_text(value: Any, change: Callable[[str], str]) -> Any:
+    """`value` (a JSON-like record) with `change` applied to every text in it, at any depth."""
     if isinstance(value, str):
-        return redacted_text(value)
+        return change(value)
     if isinstance(value, dict):
-        return {k: _redacted(v) for k, v in value.items()}
+        return {k: _each_text(v, change) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
-        return [_redacted(v) for v in value]
+        return [_each_text(v, change) for v in value]
     return value
 
 
@@ -68,14 +74,4 @@ def masked_record(question: str, entry: dict[str, Any],
     masked_question = masker.mask(question)
     if masked_question != question and isinstance(entry.get("gate"), dict):
         entry = {**entry, "gate": {k: v for k, v in entry["gate"].items() if k != "missing_terms"}}
-    return masked_question, _masked(entry, masker)
-
-
-def _masked(value: Any, masker: PersonalDataMasker) -> Any:
-    if isinstance(value, str):
-        return masker.mask(value)
-    if isinstance(value, dict):
-        return {k: _masked(v, masker) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_masked(v, masker) for v in value]
-    return value
+    return masked_question, _each_text(entry, masker.mask)

@@ -25,6 +25,7 @@ for the same task again and a later round is a new task.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -34,6 +35,8 @@ from citadel.catalog.base import DocumentRecord
 from citadel.guardrails.planted import SCREENED_NOTICE
 from citadel.tools.approvals import Approval, ApprovalStatus, ApprovalStore, TaskKind
 from citadel.tools.spec import ToolSpec
+
+log = logging.getLogger(__name__)
 
 # The `tool` a review about an answer names (no tool is involved).
 ANSWER = "answer"
@@ -220,7 +223,12 @@ class SuspiciousContentReporter:
             key = (tenant_id, passage.document_id, int(passage.version))
             if key in self._reported:
                 continue
-            self._report(tenant_id, passage)
+            try:
+                self._report(tenant_id, passage)
+            except Exception:  # never fails the answer or run that found it; a later read tells the owner
+                log.exception("telling the owner of %s v%s about its screened text failed", passage.document_id,
+                              passage.version)
+                continue
             if len(self._reported) >= self.MAX_REMEMBERED:
                 self._reported.clear()
             self._reported.add(key)
