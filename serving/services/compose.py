@@ -95,12 +95,12 @@ def _runs_service(config: CitadelConfig, wiring: Wiring, metrics: ApiMetrics, in
     """Runs on this process's worker pool; a serving replica also adopts, every lease period, the runs
     whose replica died (their lease expired), so each continues from its last recorded step."""
     pool = concurrent.futures.ThreadPoolExecutor(RUN_WORKERS, thread_name_prefix="run")
+    delegator = wiring.run_delegator  # tools that act for the user: delegate at each run's start
     runs = RunsService(config, wiring.run_store, wiring.conversation_memory, wiring.catalog,
-                       wiring.orchestrator.drive, pool, metrics, charge=charge)
+                       wiring.orchestrator.drive, pool, metrics, charge=charge,
+                       on_run_created=delegator.start_run if delegator is not None else None)
     if in_replica:
         _every(config.agent.lease_ttl_s, runs.adopt_orphans)
-    if wiring.run_delegator is not None:  # tools that act for the user: delegate at each run's start
-        runs.on_run_created = wiring.run_delegator.start_run
     return runs
 
 

@@ -40,18 +40,18 @@ INTERNAL_EVENT_FIELDS = ("key",)
 
 
 class RunsService:
-    # Called as `(run_id, principal, user_context)` once a run exists and before it starts: the tools'
-    # delegation is taken while the user's own context is fresh (citadel/tools/delegation.py).
-    on_run_created: Callable[[str, Principal, str | None], None] | None = None
-
     def __init__(self, config: CitadelConfig, runs: RunStore, memory: ConversationMemory, catalog: Catalog,
                  drive: Callable[[str, str], Run], pool: Executor, metrics: ApiMetrics, owner: str | None = None,
-                 charge: Callable[[Principal, str], int] | None = None):
+                 charge: Callable[[Principal, str], int] | None = None,
+                 on_run_created: Callable[[str, Principal, str | None], None] | None = None):
         """`drive(run_id, owner)` works a run to its end under its lease (the orchestrator's);
         `charge(principal, text)`: charges starting a run to the user's daily budget, like an answer
         (BudgetExhausted, a 429, when it would pass it), and returns the tokens it paid for; the
-        run's records charge what they spend beyond that (citadel/agent/budget.py)."""
+        run's records charge what they spend beyond that (citadel/agent/budget.py);
+        `on_run_created(run_id, principal, user_context)`: called once a run exists and before it starts,
+        so the tools' delegation is taken while the user's own context is fresh (citadel/tools/delegation.py)."""
         self._charge = charge
+        self.on_run_created = on_run_created
         self.config = config
         self.metrics = metrics
         self.runs = runs
