@@ -24,6 +24,9 @@ PUBLISHED_STATUS = "published"
 # (citadel/guardrails/redaction.py decides which), and the router's reason for such a refusal.
 WITHHELD_QUESTION = "[withheld: sensitive data]"
 SENSITIVE_DATA_REASON = "sensitive_data"
+# Candidate test items: their statuses, and the most rows one read returns.
+CANDIDATE_PENDING, CANDIDATE_PROMOTED, CANDIDATE_DISMISSED = "pending", "promoted", "dismissed"
+CANDIDATES_READ_LIMIT = 1_000
 
 
 @dataclass(frozen=True)
@@ -144,8 +147,9 @@ class Catalog(Protocol):
         """Delete answer-log rows older than `older_than_s` seconds; returns how many."""
     def forget_answers_citing(self, tenant_id: str, document_id: str) -> int:
         """Delete the tenant's answer-log rows whose answer cites this document (and so may quote it;
-        a withdrawal deletes it, citadel/ingest/withdrawal.py); returns how many. The
-        deleted text is overwritten where the backend can (SQLite: secure_delete, WAL truncated)."""
+        a withdrawal deletes it, citadel/ingest/withdrawal.py), and the candidate test items whose
+        answer cites it; returns how many answer-log rows. The deleted text is overwritten where the
+        backend can (SQLite: secure_delete, WAL truncated)."""
     def answer_entry(self, request_id: str, tenant_id: str, user_id: str) -> dict[str, Any] | None:
         """The newest answer-log row of this request id that belongs to this tenant and user (None
         otherwise: another user's answer looks missing)."""
@@ -155,6 +159,24 @@ class Catalog(Protocol):
                         comment: str, sources: list[dict[str, Any]]) -> int: ...
     def feedback(self, tenant_id: str) -> list[dict[str, Any]]:
         """The tenant's feedback rows, oldest first, `sources` as a list."""
+
+    # candidate test items waiting for an owner's label (citadel/quality/candidates.py). A row is a dict:
+    # id, tenant_id, source, origin, status, item (dict), label (dict or None), created_at,
+    # decided_at, decided_by.
+    def queue_candidate(self, tenant_id: str, source: str, origin: str, item: dict[str, Any],
+                        max_pending: int) -> int | None:
+        """Queue a pending candidate; returns its id. The same (tenant, source, origin) is queued once:
+        again, the first row's id comes back and nothing changes. None (nothing queued) when the
+        tenant's source already holds `max_pending` pending candidates."""
+    def candidates(self, tenant_id: str, source: str | None = None, status: str | None = None,
+                   limit: int = CANDIDATES_READ_LIMIT, after_id: int = 0) -> list[dict[str, Any]]:
+        """The tenant's candidates (of one source, in one status) with an id above `after_id` (paging),
+        the oldest `limit` first."""
+    def candidate(self, candidate_id: int) -> dict[str, Any] | None: ...
+    def decide_candidate(self, candidate_id: int, status: str, label: dict[str, Any] | None,
+                         actor: str) -> dict[str, Any] | None:
+        """A pending candidate promoted (with its label) or dismissed, once, and audited in the same
+        transaction; returns the row as decided, None when no pending candidate has this id."""
 
 
 @runtime_checkable

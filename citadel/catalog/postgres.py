@@ -28,7 +28,8 @@ import psycopg
 from psycopg.rows import dict_row
 from psycopg_pool import ConnectionPool
 
-from citadel.catalog.base import DocumentRecord, LatestVersion, ReadableDoc, StagedVersion, decide_next_version
+from citadel.catalog.base import (CANDIDATE_PENDING, CANDIDATES_READ_LIMIT, DocumentRecord, LatestVersion, ReadableDoc,
+                                  StagedVersion, decide_next_version)
 from citadel.catalog.migrations import apply_migrations
 from citadel.errors import CatalogUnavailable, NotFound
 from citadel.types import Principal, validate_tenant_id
@@ -377,7 +378,12 @@ class PostgresCatalog:
                 "DELETE FROM answer_log WHERE tenant_id = %s AND jsonb_path_exists(response::jsonb,"
                 " '$.citations[*] ? (@.document_id == $doc)', jsonb_build_object('doc', %s::text))",
                 (tenant_id, document_id))
-            return cur.rowcount
+            forgotten = cur.rowcount
+            cur.execute(
+                "DELETE FROM eval_candidates WHERE tenant_id = %s AND jsonb_path_exists(item::jsonb,"
+                " '$.sources[*] ? (@.document_id == $doc)', jsonb_build_object('doc', %s::text))",
+                (tenant_id, document_id))
+            return forgotten
 
     # ----------------------------------------------- the prompt vault's rows (ciphertext only)
     def keep_prompt(self, request_id: str, tenant_id: str, user_id: str, kid: str, nonce: bytes,
@@ -416,6 +422,52 @@ class PostgresCatalog:
     def feedback(self, tenant_id: str) -> list[dict[str, Any]]:
         rows = self._query("SELECT * FROM answer_feedback WHERE tenant_id = %s ORDER BY id", (tenant_id,))
         return [{**r, "sources": json.loads(r["sources"])} for r in rows]
+
+    # ------------------------------------------------------------- candidate test items
+    def queue_candidate(self, tenant_id: str, source: str, origin: str, item: dict[str, Any],
+                        max_pending: int) -> int | None:
+        validate_tenant_id(tenant_id)
+        with self._tx() as cur:
+            self._lock_tenant(cur, tenant_id)  # the count and the insert see every other writer's rows
+            cur.execute("SELECT id FROM eval_candidates WHERE tenant_id = %s AND source = %s AND origin = %s",
+                        (tenant_id, source, origin))
+            known = cur.fetchone()
+            if known is not None:
+                return int(known["id"])
+            cur.execute("SELECT COUNT(*) AS n FROM eval_candidates WHERE tenant_id = %s AND status = %s"
+                        " AND source = %s", (tenant_id, CANDIDATE_PENDING, source))
+            if cur.fetchone()["n"] >= max_pending:
+                return None
+            cur.execute("INSERT INTO eval_candidates (tenant_id, source, origin, status, item, created_at)"
+                        " VALUES (%s, %s, %s, %s, %s, %s) RETURNING id",
+                        (tenant_id, source, origin, CANDIDATE_PENDING, json.dumps(item), time.time()))
+            return int(cur.fetchone()["id"])
+
+    def candidates(self, tenant_id: str, source: str | None = None, status: str | None = None,
+                   limit: int = CANDIDATES_READ_LIMIT, after_id: int = 0) -> list[dict[str, Any]]:
+        rows = self._query("SELECT * FROM eval_candidates WHERE tenant_id = %s AND (%s::text IS NULL OR source = %s)"
+                           " AND (%s::text IS NULL OR status = %s) AND id > %s ORDER BY id LIMIT %s",
+                           (tenant_id, source, source, status, status, int(after_id), int(limit)))
+        return [_candidate_row(r) for r in rows]
+
+    def candidate(self, candidate_id: int) -> dict[str, Any] | None:
+        rows = self._query("SELECT * FROM eval_candidates WHERE id = %s", (int(candidate_id),))
+        return _candidate_row(rows[0]) if rows else None
+
+    def decide_candidate(self, candidate_id: int, status: str, label: dict[str, Any] | None,
+                         actor: str) -> dict[str, Any] | None:
+        with self._tx() as cur:
+            cur.execute("UPDATE eval_candidates SET status = %s, label = %s, decided_at = %s, decided_by = %s"
+                        " WHERE id = %s AND status = %s RETURNING *",
+                        (status, None if label is None else json.dumps(label), time.time(), actor,
+                         int(candidate_id), CANDIDATE_PENDING))
+            row = cur.fetchone()
+            if row is None:
+                return None
+            decided = _candidate_row(row)
+            _audit(cur, actor, f"candidate_{status}", decided["tenant_id"], str(decided["id"]),
+                   {"source": decided["source"], "origin": decided["origin"]})
+            return decided
 
 
 def _record(row: dict[str, Any]) -> DocumentRecord:
@@ -457,6 +509,12 @@ def _audit(cur: psycopg.Cursor, actor: str, action: str, tenant_id: str, target:
            detail: dict[str, Any]) -> None:
     cur.execute("INSERT INTO audit_log (ts, actor, action, tenant_id, target, detail)"
                 " VALUES (%s, %s, %s, %s, %s, %s)", (time.time(), actor, action, tenant_id, target, json.dumps(detail)))
+
+
+def _candidate_row(row: dict[str, Any]) -> dict[str, Any]:
+    label = row["label"]
+    return {**row, "id": int(row["id"]), "item": json.loads(row["item"]),
+            "label": json.loads(label) if label is not None else None}
 
 
 def _answer_row(row: dict[str, Any]) -> dict[str, Any]:

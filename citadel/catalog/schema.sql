@@ -141,3 +141,22 @@ CREATE INDEX IF NOT EXISTS prompt_vault_by_request ON prompt_vault (request_id);
 CREATE INDEX IF NOT EXISTS prompt_vault_by_ts ON prompt_vault (ts);
 CREATE TRIGGER IF NOT EXISTS prompt_vault_no_update BEFORE UPDATE ON prompt_vault
 BEGIN SELECT RAISE(ABORT, 'prompt_vault is append-only'); END;
+-- Candidate test items (DESIGN.md §11, citadel/quality/candidates.py): a thumbs-down with a reason
+-- ("answer_feedback") or a reviewer's edit or rejection of a tool call ("tool:<name>"), per tenant and
+-- source, waiting for an owner to promote it into the labeled sets (with the owner's label) or dismiss
+-- it. `origin` names what it came from (an answer id, an approval id): the same feedback or decision
+-- is queued once. `item` and `label` are JSON; the item never names the user who gave the feedback.
+CREATE TABLE IF NOT EXISTS eval_candidates (
+    id          INTEGER PRIMARY KEY AUTOINCREMENT,
+    tenant_id   TEXT NOT NULL,
+    source      TEXT NOT NULL,
+    origin      TEXT NOT NULL,
+    status      TEXT NOT NULL CHECK (status IN ('pending', 'promoted', 'dismissed')),
+    item        TEXT NOT NULL,
+    label       TEXT,
+    created_at  REAL NOT NULL,
+    decided_at  REAL,
+    decided_by  TEXT,
+    UNIQUE (tenant_id, source, origin)
+);
+CREATE INDEX IF NOT EXISTS eval_candidates_by_status ON eval_candidates (tenant_id, status, source);

@@ -17,8 +17,8 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, Iterator
 
-from citadel.catalog.base import (SENSITIVE_DATA_REASON, WITHHELD_QUESTION, DocumentRecord, LatestVersion,
-                                  ReadableDoc, StagedVersion, decide_next_version)
+from citadel.catalog.base import (CANDIDATE_PENDING, CANDIDATES_READ_LIMIT, SENSITIVE_DATA_REASON, WITHHELD_QUESTION,
+                                  DocumentRecord, LatestVersion, ReadableDoc, StagedVersion, decide_next_version)
 from citadel.errors import CatalogUnavailable, NotFound
 from citadel.types import Principal, validate_tenant_id
 
@@ -40,6 +40,9 @@ _CITES_DOCUMENT = ("EXISTS (SELECT 1 FROM json_each(response, '$.citations') AS 
 # A request whose prompt held the document among its numbered sources (the answer log's `sources`).
 _PROMPTED_DOCUMENT = ("EXISTS (SELECT 1 FROM json_each(response, '$.sources') AS item"
                       " WHERE json_extract(item.value, '$.document_id') = ?)")
+# A candidate test item's answer cites the document (its `sources`; a tool item has none).
+_ITEM_CITES_DOCUMENT = ("EXISTS (SELECT 1 FROM json_each(item, '$.sources') AS source"
+                        " WHERE json_extract(source.value, '$.document_id') = ?)")
 
 log = logging.getLogger(__name__)
 
@@ -435,6 +438,51 @@ class SQLiteCatalog:
         rows = self._query("SELECT * FROM answer_feedback WHERE tenant_id=? ORDER BY id", (tenant_id,))
         return [{**dict(r), "sources": json.loads(r["sources"])} for r in rows]
 
+    # ------------------------------------------------------------- candidate test items
+    def queue_candidate(self, tenant_id: str, source: str, origin: str, item: dict[str, Any],
+                        max_pending: int) -> int | None:
+        validate_tenant_id(tenant_id)
+        with self._tx() as db:
+            known = db.execute("SELECT id FROM eval_candidates WHERE tenant_id=? AND source=? AND origin=?",
+                               (tenant_id, source, origin)).fetchone()
+            if known is not None:
+                return int(known["id"])
+            pending = db.execute("SELECT COUNT(*) FROM eval_candidates WHERE tenant_id=? AND status=? AND source=?",
+                                 (tenant_id, CANDIDATE_PENDING, source)).fetchone()[0]
+            if pending >= max_pending:
+                return None
+            cursor = db.execute(
+                "INSERT INTO eval_candidates (tenant_id, source, origin, status, item, created_at)"
+                " VALUES (?, ?, ?, ?, ?, ?)",
+                (tenant_id, source, origin, CANDIDATE_PENDING, json.dumps(item), time.time()))
+            return int(cursor.lastrowid)
+
+    def candidates(self, tenant_id: str, source: str | None = None, status: str | None = None,
+                   limit: int = CANDIDATES_READ_LIMIT, after_id: int = 0) -> list[dict[str, Any]]:
+        rows = self._query("SELECT * FROM eval_candidates WHERE tenant_id=? AND (? IS NULL OR source=?)"
+                           " AND (? IS NULL OR status=?) AND id > ? ORDER BY id LIMIT ?",
+                           (tenant_id, source, source, status, status, int(after_id), int(limit)))
+        return [_candidate_row(r) for r in rows]
+
+    def candidate(self, candidate_id: int) -> dict[str, Any] | None:
+        rows = self._query("SELECT * FROM eval_candidates WHERE id=?", (int(candidate_id),))
+        return _candidate_row(rows[0]) if rows else None
+
+    def decide_candidate(self, candidate_id: int, status: str, label: dict[str, Any] | None,
+                         actor: str) -> dict[str, Any] | None:
+        with self._tx() as db:
+            row = db.execute(
+                "UPDATE eval_candidates SET status=?, label=?, decided_at=?, decided_by=? WHERE id=? AND status=?"
+                " RETURNING *",
+                (status, None if label is None else json.dumps(label), time.time(), actor, int(candidate_id),
+                 CANDIDATE_PENDING)).fetchone()
+            if row is None:
+                return None
+            decided = _candidate_row(row)
+            self._audit(db, actor, f"candidate_{status}", decided["tenant_id"], str(decided["id"]),
+                        {"source": decided["source"], "origin": decided["origin"]})
+            return decided
+
     def answer_log(self, tenant_id: str | None = None, limit: int = ANSWER_LOG_READ_LIMIT) -> list[dict[str, Any]]:
         """The newest `limit` rows (of one tenant), oldest first."""
         where, args = ("WHERE tenant_id=?", (tenant_id,)) if tenant_id is not None else ("", ())
@@ -499,6 +547,8 @@ class SQLiteCatalog:
             forgotten = db.execute(
                 f"DELETE FROM answer_log WHERE tenant_id = ? AND json_valid(response) AND {_CITES_DOCUMENT}",
                 (tenant_id, document_id)).rowcount
+            db.execute("DELETE FROM eval_candidates WHERE tenant_id = ? AND json_valid(item)"
+                       f" AND {_ITEM_CITES_DOCUMENT}", (tenant_id, document_id))
         self._truncate_wal()
         return forgotten
 
@@ -521,6 +571,11 @@ def _set_aside_first_answer_log(db: sqlite3.Connection) -> None:
     columns = _table_columns(db, "answer_log")
     if columns and "id" not in columns:
         db.execute(f"ALTER TABLE answer_log RENAME TO {_FIRST_ANSWER_LOG}")
+
+
+def _candidate_row(row: sqlite3.Row) -> dict[str, Any]:
+    label = row["label"]
+    return {**dict(row), "item": json.loads(row["item"]), "label": json.loads(label) if label is not None else None}
 
 
 def _answer_row(row: sqlite3.Row) -> dict[str, Any]:

@@ -9,6 +9,7 @@ Eligibility goes first, then the copies, so no query sees the document in betwee
    a row of it, by its id or by any chunk id of the catalog's per-version manifests;
 4. its raw uploads are deleted (citadel/ingest/uploads.py);
 5. the answer-log rows citing it are deleted, question and answer (an answer quotes its source),
+   and so are the candidate test items whose answer cites it (citadel/quality/candidates.py),
    overwritten in the SQLite file rather than left in free pages or the WAL;
 6. what went is audited (`withdrawal_deleted`).
 
