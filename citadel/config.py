@@ -686,6 +686,28 @@ class CatalogConfig(_Section):
         return self
 
 
+class SignalsConfig(_Section):
+    """Signals without labels (DESIGN.md §11, citadel/quality/signals.py): the metrics that show bad
+    answers nobody labelled, and `citadel quality report`."""
+
+    rephrase_window_s: float = Field(
+        120.0, ge=0.0, le=3_600.0, description="A question asked within this many seconds of the same user's "
+        "previous one, in other words but close to it by embedding, is a rephrase (the first answer did not "
+        "help): citadel_rephrase_total. 0 turns the check off.")
+    rephrase_min_similarity: float = Field(
+        0.55, ge=-1.0, le=1.0, description="The cosine between the two questions' embeddings a rephrase reaches. "
+        "0.55 on the handbook questions with MiniLM (benchmarks/signal_thresholds.py): 54% of pairs asking the "
+        "same fact in far-apart words count, 7% of pairs on another section of the same document and 1% on "
+        "another document.")
+    rephrase_max_users: int = Field(
+        10_000, ge=1, le=10_000_000, description="Users whose last question (its vector and time) one process "
+        "remembers for the rephrase check; the least recently asking are forgotten first.")
+    low_best_score: float = Field(
+        0.35, ge=-1.0, le=1.0, description="An answer whose best score (the question's cosine to its closest top "
+        "passage, the gate's vector score) is under this counts as low: citadel_low_best_score_total. 0.35 with "
+        "MiniLM: 3% of the handbook sets' answerable questions fall under it, 15% of the unanswerable ones.")
+
+
 class CitadelConfig(_Section):
     """The root. Every component receives the section it needs."""
 
@@ -705,6 +727,7 @@ class CitadelConfig(_Section):
     tools: ToolsConfig = Field(default_factory=ToolsConfig)
     tracing: TracingConfig = Field(default_factory=TracingConfig)
     catalog: CatalogConfig = Field(default_factory=CatalogConfig)
+    signals: SignalsConfig = Field(default_factory=SignalsConfig)
 
     @property
     def runs_path(self) -> Path:

@@ -187,5 +187,7 @@ class CatalogAudit(Protocol):
         """The chunk ids of every recorded version of the document (what a withdrawal must delete)."""
     def audit_log(self, tenant_id: str | None = None) -> list[dict[str, Any]]:
         """Audit rows (actor, action, tenant_id, target, detail as a dict), oldest first."""
-    def answer_log(self, tenant_id: str | None = None, limit: int = 1_000) -> list[dict[str, Any]]:
-        """The newest `limit` answer-log rows (of one tenant), oldest first."""
+    def answer_log(self, tenant_id: str | None = None, limit: int = 1_000,
+                   since: float | None = None) -> list[dict[str, Any]]:
+        """The newest `limit` answer-log rows (of one tenant; logged at or after `since`, epoch seconds),
+        oldest first."""

@@ -350,12 +350,13 @@ class PostgresCatalog:
                            " ORDER BY id DESC LIMIT 1", (request_id, tenant_id, user_id))
         return _answer_row(rows[0]) if rows else None
 
-    def answer_log(self, tenant_id: str | None = None, limit: int = ANSWER_LOG_READ_LIMIT) -> list[dict[str, Any]]:
-        """The newest `limit` rows (of one tenant), oldest first."""
+    def answer_log(self, tenant_id: str | None = None, limit: int = ANSWER_LOG_READ_LIMIT,
+                   since: float | None = None) -> list[dict[str, Any]]:
+        """The newest `limit` rows (of one tenant; logged at or after `since`), oldest first."""
         rows = self._query(
-            """SELECT * FROM (SELECT * FROM answer_log WHERE (%s::text IS NULL OR tenant_id = %s)
+            """SELECT * FROM (SELECT * FROM answer_log WHERE (%s::text IS NULL OR tenant_id = %s) AND ts >= %s
                               ORDER BY id DESC LIMIT %s) AS newest ORDER BY id""",
-            (tenant_id, tenant_id, int(limit)),
+            (tenant_id, tenant_id, float(since or 0.0), int(limit)),
         )
         return [_answer_row(r) for r in rows]
 

@@ -483,9 +483,12 @@ class SQLiteCatalog:
                         {"source": decided["source"], "origin": decided["origin"]})
             return decided
 
-    def answer_log(self, tenant_id: str | None = None, limit: int = ANSWER_LOG_READ_LIMIT) -> list[dict[str, Any]]:
-        """The newest `limit` rows (of one tenant), oldest first."""
-        where, args = ("WHERE tenant_id=?", (tenant_id,)) if tenant_id is not None else ("", ())
+    def answer_log(self, tenant_id: str | None = None, limit: int = ANSWER_LOG_READ_LIMIT,
+                   since: float | None = None) -> list[dict[str, Any]]:
+        """The newest `limit` rows (of one tenant; logged at or after `since`), oldest first."""
+        where, args = ("WHERE ts >= ?", (float(since or 0.0),))
+        if tenant_id is not None:
+            where, args = f"{where} AND tenant_id=?", (*args, tenant_id)
         rows = self._query(f"SELECT * FROM (SELECT * FROM answer_log {where} ORDER BY id DESC LIMIT ?) ORDER BY id",
                            (*args, int(limit)))
         return [_answer_row(r) for r in rows]

@@ -256,6 +256,17 @@ def test_the_answer_log_appends_and_never_replaces(catalog):
     assert [r["request_id"] for r in catalog.answer_log(limit=2)] == ["req-1", "req-2"], "newest two, oldest first"
 
 
+def test_the_answer_log_reads_the_rows_since_a_time(catalog):
+    catalog.log_answer("old", T1, "alice", "q1", {})
+    time.sleep(0.01)
+    cutoff = time.time()
+    catalog.log_answer("new", T1, "alice", "q2", {})
+    catalog.log_answer("other-tenant", T2, "dave", "q3", {})
+    assert [r["request_id"] for r in catalog.answer_log(T1, since=cutoff)] == ["new"]
+    assert [r["request_id"] for r in catalog.answer_log(since=cutoff)] == ["new", "other-tenant"]
+    assert [r["request_id"] for r in catalog.answer_log(T1)] == ["old", "new"], "no `since`: every row"
+
+
 def test_the_retention_purge_removes_only_old_rows(catalog):
     catalog.log_answer("req-1", T1, "alice", "q", {})
     assert catalog.purge_answers(older_than_s=3_600) == 0
