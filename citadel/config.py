@@ -638,9 +638,12 @@ class ToolsConfig(_Section):
     honeypot_decoy_accounts: list[str] = Field(default_factory=list, description="Account ids a honeypot may "
                                                "name instead of the real one: customers who fail a policy rule "
                                                "(e.g. the 2-year tenure of the multi-year discount).")
-    eval_dir: Optional[Path] = Field(None, description="Where each tool's evaluation set is appended "
-                                     "(<eval_dir>/<tool>.jsonl: reviewers' edits and rejections as "
-                                     "proposed/final pairs); None: <home>/tool_eval.")
+    eval_dir: Optional[Path] = Field(
+        None, deprecated="tools.eval_dir is ignored: edits and rejections are candidate test items in the catalog",
+        description="Deprecated, ignored: reviewers' edits and rejections are no longer appended to "
+                    "<eval_dir>/<tool>.jsonl (nothing read it); they are queued in the catalog as candidate test "
+                    "items per tenant and tool (`citadel eval candidates`, citadel/quality/candidates.py). Kept so "
+                    "existing configs still load.")
     decision_webhook: Optional[str] = Field(None, pattern=r"^https?://[^\s]{1,500}$",
                                             description="URL that gets a POST (ids and outcome only) when an "
                                                         "approval or review task is decided or expires; None: none.")

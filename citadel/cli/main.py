@@ -26,6 +26,10 @@ def _add_eval() -> None:
     app.add_typer(eval_app, name="eval")
     app.add_typer(train_app, name="train")
 
+    from citadel.cli.candidates_cmd import candidates_app
+
+    eval_app.add_typer(candidates_app, name="candidates")
+
 
 _add_eval()
 

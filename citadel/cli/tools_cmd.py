@@ -74,6 +74,7 @@ def _known(wiring: Wiring, target: str) -> Wiring:
 def _service(wiring: Wiring):
     from serving.services.approvals import ApprovalsService
 
+    from citadel.quality.candidates import CandidateQueue
     from citadel.state.runs import RunStatus
 
     owner = f"cli-{uuid.uuid4().hex[:8]}"
@@ -82,7 +83,10 @@ def _service(wiring: Wiring):
         wiring.run_store.update(run_id, status=RunStatus.QUEUED)
         wiring.orchestrator.drive(run_id, owner)
 
-    return ApprovalsService(wiring.approval_store, wiring.run_store, wiring.tool_policy, resume_here)
+    # a decision from the terminal queues its edit or rejection as a candidate test item, as over HTTP
+    candidates = CandidateQueue(wiring.catalog, wiring.personal_data)
+    return ApprovalsService(wiring.approval_store, wiring.run_store, wiring.tool_policy, resume_here,
+                            candidates=candidates)
 
 
 def _reviewer(tenant: str, user: str, groups: str):

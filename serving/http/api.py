@@ -24,6 +24,7 @@ import uuid
 from typing import Any, Callable, Optional
 
 from fastapi import FastAPI, Header, Query, Request
+from fastapi import Path as FastApiPath
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
@@ -37,9 +38,9 @@ from citadel.types import validate_tenant_id
 from serving.http.admission import REQUEST_ID_HEADER, Admission
 from serving.http.errors import error_body
 from serving.http.metrics import require_metrics_credential
-from serving.http.models import (ERRORS, AclRequest, AnswerRequest, DecisionRequest, FaultRequest, FeedbackRequest,
-                                 MessageRequest, PauseRequest, RetrieveRequest, RetrieveResponse, ReviewPendingBody,
-                                 UploadRequest)
+from serving.http.models import (ERRORS, AclRequest, AnswerRequest, CandidateLabel, DecisionRequest, FaultRequest,
+                                 FeedbackRequest, MessageRequest, PauseRequest, RetrieveRequest, RetrieveResponse,
+                                 ReviewPendingBody, UploadRequest)
 from serving.http.models import AnswerResponse as AnswerBody
 from serving.services.access import Caller
 from serving.services.compose import Services
@@ -50,6 +51,8 @@ log = logging.getLogger(__name__)
 
 API_VERSION = "1"
 IDEMPOTENCY_HEADER = "idempotency-key"
+# The largest row id a path may name (a catalog row id is a 64-bit integer; larger is a 422, not a 500).
+MAX_ROW_ID = 2**63 - 1
 _CLOCK = MonotonicClock()
 
 _process_services: Services | None = None
@@ -134,6 +137,7 @@ def create_api() -> FastAPI:
     _add_query_routes(app)
     _add_run_routes(app)
     _add_admin_routes(app)
+    _add_candidate_routes(app)
     _add_drill_routes(app)
     from serving.http.review_page import add_review_routes  # it imports this module's helpers
     add_review_routes(app)
@@ -378,6 +382,38 @@ def _add_admin_routes(app: FastAPI) -> None:
         payload = {"tenant": tenant_id, "document": document_id, "groups": sorted(body.groups)}
         action = functools.partial(services.admin.set_acl, admin, tenant_id, document_id, list(body.groups))
         return await _write(request, f"acl:{admin.id}", idempotency_key, payload, action)
+
+
+def _add_candidate_routes(app: FastAPI) -> None:
+    """Candidate test items (serving/services/candidates.py): a tenant's admin lists the queue and
+    promotes an item into the labeled sets with a label, or dismisses it."""
+
+    @app.get("/v1/admin/candidates", responses=ERRORS)
+    async def list_candidates(request: Request, tenant: str = Query(..., max_length=64),
+                              source: Optional[str] = Query(None, max_length=80),
+                              status: Optional[str] = Query("pending", max_length=16),
+                              authorization: Optional[str] = Header(None)) -> dict:
+        """The tenant's candidates, oldest first: `source` answer_feedback or tool:<name>; `status`
+        pending (default), promoted or dismissed."""
+        services = _services(request)
+        return await _run(request, services.candidates.list, _admin(request, services, authorization), tenant,
+                          source, status)
+
+    @app.post("/v1/admin/candidates/{candidate_id}/promote", responses=ERRORS)
+    async def promote_candidate(request: Request, body: CandidateLabel,
+                                candidate_id: int = FastApiPath(..., ge=1, le=MAX_ROW_ID),
+                                authorization: Optional[str] = Header(None)) -> dict:
+        """Promote a pending candidate into the labeled sets with the owner's label (once: 409 after)."""
+        services = _services(request)
+        return await _run(request, services.candidates.promote, _admin(request, services, authorization),
+                          candidate_id, body.model_dump(exclude_none=True))
+
+    @app.post("/v1/admin/candidates/{candidate_id}/dismiss", responses=ERRORS)
+    async def dismiss_candidate(request: Request, candidate_id: int = FastApiPath(..., ge=1, le=MAX_ROW_ID),
+                                authorization: Optional[str] = Header(None)) -> dict:
+        services = _services(request)
+        return await _run(request, services.candidates.dismiss, _admin(request, services, authorization),
+                          candidate_id)
 
 
 def _add_drill_routes(app: FastAPI) -> None:

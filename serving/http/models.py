@@ -125,6 +125,25 @@ class FeedbackRequest(_Body):
     comment: str = Field("", description="Free text (at most 2,000 characters).")
 
 
+class CandidateLabel(_Body):
+    """An owner's label for a candidate test item (citadel/quality/candidates.py): for an answer item,
+    `expect` answer | refuse with its documents; for a tool item, approve with `final_args`, or reject."""
+
+    expect: Literal["answer", "refuse", "approve", "reject"]
+    expected_documents: Optional[list[str]] = Field(None, max_length=50, description="Answer items: the "
+                                                    "documents an answer must cite (at least one for `answer`).")
+    expected_answer: Optional[list[str]] = Field(None, max_length=50, description="Answer items: facts the answer "
+                                                 "must hold (\"a|b\": either).")
+    expected_heading: Optional[str] = Field(None, max_length=256)
+    expected_reason: Optional[str] = Field(None, max_length=256)
+    must_not_cite_documents: Optional[list[str]] = Field(None, max_length=50)
+    groups: Optional[list[str]] = Field(None, max_length=50, description="Answer items: the groups the set's user "
+                                        "asks with (default: those the expected documents are shared with).")
+    category: Optional[str] = Field(None, max_length=256)
+    split: Optional[Literal["", "dev", "test"]] = None
+    final_args: Optional[dict[str, Any]] = Field(None, description="Tool items, `approve`: the right arguments.")
+
+
 class Citation(BaseModel):
     chunk_id: str
     document_id: str

@@ -23,39 +23,32 @@ Reviews that mean something (item 6):
   approver group); real approvals approved, rejected and expired per tool, and the seconds from
   request to decision per tool. `review_stats` computes the same from the store: catch rate per team,
   approval rate and median decision time per tool.
-- **Evaluation set**: every edit (final arguments differ from the proposed) or rejection of a real
-  approval appends one JSON line — tool, tenant_id, approval_id, proposed, final, decision, comment,
-  decided_by, at — to `<eval_dir>/<tool>.jsonl`. One `write` per line under a lock held across
-  threads (a mutex) and processes (`flock`), so concurrent decisions never interleave; every field is
-  bounded by the store (arguments 64,000 JSON characters, a comment 2,000, names 256). A failed write
-  is logged and never undoes or fails the decision already recorded.
+- **Candidate test items** (citadel/quality/candidates.py): every edit (final arguments differ from
+  the proposed) or rejection of a real tool call is queued in the catalog, per tenant and tool, as a
+  candidate item — tool, proposed and final arguments, the reviewer's masked reason — that an owner
+  may promote into the tool's labeled set. Once per approval; a failed queue write is logged and never
+  undoes or fails the decision already recorded.
 """
 
 from __future__ import annotations
 
-import fcntl
-import json
 import logging
-import os
 import statistics
-import threading
 from collections.abc import Callable, Iterable, Mapping
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from citadel.errors import CitadelError, Forbidden, InvalidRequest, NotFound
 from citadel.state.runs import EventType, RunStore
 from citadel.tools.approvals import MAX_LIST, Approval, ApprovalStatus, ApprovalStore, TaskKind
 from citadel.tools.honeypots import shown_run_id
-from citadel.tools.reviews import ANSWER, ReviewReason, has_run
+from citadel.tools.reviews import ReviewReason, has_run
 from citadel.tools.policy import Action, PolicyEngine, Reason
-from citadel.tools.spec import TOOL_NAME_PATTERN
 from serving.services.access import Caller
 from serving.services.review_items import review_item
 from serving.services.webhooks import DecisionWebhook
 
 if TYPE_CHECKING:
-    from citadel.config import CitadelConfig
+    from citadel.quality.candidates import CandidateQueue
     from serving.services.metrics import ApiMetrics
 
 log = logging.getLogger(__name__)
@@ -69,8 +62,6 @@ REVIEW_DECISIONS = {"correct": ApprovalStatus.APPROVED, "request_info": Approval
 EDITING = frozenset({"edit_and_approve", "correct"})
 MAX_COMMENT_CHARS = 2_000
 STATUSES = {s.value: s for s in ApprovalStatus}
-# The evaluation sets' folder under the home when `tools.eval_dir` is not set.
-EVAL_DIR_NAME = "tool_eval"
 MISSED_MESSAGE = ("This was a deliberately wrong test request, planted to check that reviews catch mistakes: "
                   "{why}. Nothing was run. Your approval is recorded as missed; please reject requests like it.")
 CAUGHT_MESSAGE = ("Well caught: this was a deliberately wrong test request, planted to check that reviews catch "
@@ -84,19 +75,14 @@ class ApprovalRefused(CitadelError):
     http_status = 403
 
 
-def eval_dir_for(config: CitadelConfig) -> Path:
-    """Where the evaluation sets go: `tools.eval_dir`, else `<home>/tool_eval`."""
-    return config.tools.eval_dir or config.home / EVAL_DIR_NAME
-
-
 class ApprovalsService:
     def __init__(self, approvals: ApprovalStore, runs: RunStore, policy: PolicyEngine | None,
                  restart: Callable[[str], object], *, metrics: ApiMetrics | None = None,
-                 eval_dir: str | Path | None = None, webhook: DecisionWebhook | None = None):
+                 candidates: CandidateQueue | None = None, webhook: DecisionWebhook | None = None):
         """`restart(run_id)`: queue the decided run and start it again on this process (the runs
         service's `resume`);
-        `metrics`: the process's (None: none counted); `eval_dir`: where the evaluation sets are
-        appended (`eval_dir_for(config)`; None: none written); `webhook`: told of each decision and
+        `metrics`: the process's (None: none counted); `candidates`: where edits and rejections are
+        queued as candidate test items (None: nowhere); `webhook`: told of each decision and
         expiry (serving/services/webhooks.py; None: the run's event only)."""
         self.webhook = webhook
         self.approvals = approvals
@@ -104,8 +90,7 @@ class ApprovalsService:
         self.policy = policy
         self._restart = restart
         self.metrics = metrics
-        self.eval_dir = None if eval_dir is None else Path(eval_dir)
-        self._eval_lock = threading.Lock()
+        self.candidates = candidates
 
     def list(self, caller: Caller, status: str | None = "pending") -> dict:
         wanted = STATUSES.get(status) if status is not None else None
@@ -277,35 +262,14 @@ class ApprovalsService:
         self.metrics.approval_decided(decided.tool, str(decided.status), seconds)
 
     def _record_for_evaluation(self, decided: Approval, decision: str) -> None:
-        """Append an edit or a rejection to the tool's evaluation set (see the module docstring)."""
-        if self.eval_dir is None or decided.honeypot or decided.tool == ANSWER:
-            return  # a held answer's review has no tool arguments to learn from
-        if decided.status is ApprovalStatus.APPROVED and decided.final_args == decided.proposed_args:
-            return  # approved as proposed: nothing to learn
-        if TOOL_NAME_PATTERN.fullmatch(decided.tool) is None:  # a file name: never a path
-            log.warning("no evaluation line for approval %s: tool name %r", decided.approval_id, decided.tool[:80])
+        """Queue an edit or a rejection as a candidate test item of its tool (see the module docstring)."""
+        if self.candidates is None:
             return
-        line = json.dumps({"tool": decided.tool, "tenant_id": decided.tenant_id, "approval_id": decided.approval_id,
-                           "proposed": decided.proposed_args, "final": decided.final_args, "decision": decision,
-                           "comment": decided.comment, "decided_by": decided.decided_by, "at": decided.decided_at},
-                          separators=(",", ":"), allow_nan=False) + "\n"
         try:
-            self._append(self.eval_dir / f"{decided.tool}.jsonl", line.encode("utf-8"))
-        except (OSError, ValueError):
-            log.exception("could not append approval %s to the evaluation set of %s", decided.approval_id,
+            self.candidates.add_decision(decided, decision)
+        except Exception:  # the decision is recorded already: a lost candidate must not fail it
+            log.exception("could not queue approval %s as a candidate item of %s", decided.approval_id,
                           decided.tool)
-
-    def _append(self, path: Path, data: bytes) -> None:
-        with self._eval_lock:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX)  # other processes appending to the same set
-                view = memoryview(data)
-                while view:
-                    view = view[os.write(fd, view):]
-            finally:
-                os.close(fd)  # releases the flock
 
     def _check(self, approval: Approval, final: dict, reviewer) -> None:
         if self.policy is None:

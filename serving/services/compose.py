@@ -19,6 +19,7 @@ from typing import Callable
 
 from citadel.config import CitadelConfig
 from citadel.guardrails.log_masking import install_log_masking
+from citadel.quality.candidates import CandidateQueue
 from citadel.resilience.process import Resilience
 from citadel.types import Principal
 from citadel.wiring import Stages, Wiring
@@ -28,7 +29,8 @@ from serving.services.answer_cache import AnswerCacheView
 from serving.services.drills import DrillService
 from serving.services.metrics import ApiMetrics
 from serving.services.query import QueryService
-from serving.services.approvals import ApprovalsService, eval_dir_for
+from serving.services.approvals import ApprovalsService
+from serving.services.candidates import CandidatesService
 from serving.services.webhooks import DecisionWebhook
 from serving.services.runs import RunsService
 
@@ -53,6 +55,7 @@ class Services:
     metrics: ApiMetrics
     resilience: Resilience
     wiring: Wiring
+    candidates: CandidatesService | None = None  # the candidate test items' admin routes
 
 
 def build_services(config: CitadelConfig, stages: Stages | None = None, clock: Callable[[], float] | None = None,
@@ -79,26 +82,29 @@ def build_services(config: CitadelConfig, stages: Stages | None = None, clock: C
         sessions = partial(purge_expired_sessions, wiring.run_store, wiring.conversation_store, config.agent)
         AnswerLogPurger(wiring.catalog, config.answer, config.answer.answer_log_purge_interval_s, sessions).start()
     wiring.user_spend.add_listener(metrics.charged)  # a run's steps count in the spend metric (and its alert)
-    runs = _runs_service(config, wiring, metrics, in_replica, query.charge)
+    # thumbs-down with a reason and reviewers' edits or rejections become candidate test items
+    candidates = CandidateQueue(wiring.catalog, wiring.personal_data)
+    runs = _runs_service(config, wiring, metrics, in_replica, query.charge, candidates)
     approvals = ApprovalsService(wiring.approval_store, wiring.run_store, wiring.tool_policy, runs.resume,
-                                 metrics=metrics, eval_dir=eval_dir_for(config),
+                                 metrics=metrics, candidates=candidates,
                                  webhook=DecisionWebhook(config.tools.decision_webhook)
                                  if config.tools.decision_webhook else None)
     if in_replica:
         _every(config.agent.lease_ttl_s, approvals.sweep)  # escalation and expiry need no traffic
     return Services(config, Access(wiring.authenticator), query, admin, DrillService(config, wiring.catalog), runs,
-                    approvals, metrics, resilience, wiring)
+                    approvals, metrics, resilience, wiring, CandidatesService(candidates))
 
 
 def _runs_service(config: CitadelConfig, wiring: Wiring, metrics: ApiMetrics, in_replica: bool,
-                  charge: Callable[[Principal, str], int]) -> RunsService:
+                  charge: Callable[[Principal, str], int], candidates: CandidateQueue | None = None) -> RunsService:
     """Runs on this process's worker pool; a serving replica also adopts, every lease period, the runs
     whose replica died (their lease expired), so each continues from its last recorded step."""
     pool = concurrent.futures.ThreadPoolExecutor(RUN_WORKERS, thread_name_prefix="run")
     delegator = wiring.run_delegator  # tools that act for the user: delegate at each run's start
     runs = RunsService(config, wiring.run_store, wiring.conversation_memory, wiring.catalog,
                        wiring.orchestrator.drive, pool, metrics, charge=charge,
-                       on_run_created=delegator.start_run if delegator is not None else None)
+                       on_run_created=delegator.start_run if delegator is not None else None,
+                       candidates=candidates)
     if in_replica:
         _every(config.agent.lease_ttl_s, runs.adopt_orphans)
     return runs

@@ -22,6 +22,7 @@ from citadel.errors import InvalidRequest, NotFound, PayloadTooLarge
 from citadel.agent.budget import PREPAID
 from citadel.agent.memory import ConversationMemory
 from citadel.agent.orchestrator import record_outcome, run_outcome
+from citadel.quality.candidates import CandidateQueue
 from citadel.state.conversations import Conversation, ConversationStore
 from citadel.state.runs import FINISHED, TERMINAL_EVENTS, EventType, Run, RunEvent, RunStatus, RunStore
 from citadel.types import Principal
@@ -43,13 +44,16 @@ class RunsService:
     def __init__(self, config: CitadelConfig, runs: RunStore, memory: ConversationMemory, catalog: Catalog,
                  drive: Callable[[str, str], Run], pool: Executor, metrics: ApiMetrics, owner: str | None = None,
                  charge: Callable[[Principal, str], int] | None = None,
-                 on_run_created: Callable[[str, Principal, str | None], None] | None = None):
+                 on_run_created: Callable[[str, Principal, str | None], None] | None = None,
+                 candidates: CandidateQueue | None = None):
         """`drive(run_id, owner)` works a run to its end under its lease (the orchestrator's);
         `charge(principal, text)`: charges starting a run to the user's daily budget, like an answer
         (BudgetExhausted, a 429, when it would pass it), and returns the tokens it paid for; the
         run's records charge what they spend beyond that (citadel/agent/budget.py);
         `on_run_created(run_id, principal, user_context)`: called once a run exists and before it starts,
-        so the tools' delegation is taken while the user's own context is fresh (citadel/tools/delegation.py)."""
+        so the tools' delegation is taken while the user's own context is fresh (citadel/tools/delegation.py);
+        `candidates`: where a thumbs-down with a reason is queued as a candidate test item (None: nowhere)."""
+        self.candidates = candidates
         self._charge = charge
         self.on_run_created = on_run_created
         self.config = config
@@ -153,7 +157,19 @@ class RunsService:
                    for c in entry["response"].get("citations", [])]
         feedback_id = self.catalog.record_feedback(answer_id, principal.tenant_id, principal.user_id, vote, reason,
                                                    comment, sources)
+        if vote == "down" and reason is not None:
+            self._queue_candidate(principal.tenant_id, answer_id, entry, reason, comment)
         return {"feedback_id": feedback_id, "answer_id": answer_id, "sources": sources}
+
+    def _queue_candidate(self, tenant_id: str, answer_id: str, entry: dict, reason: str, comment: str) -> None:
+        """A thumbs-down with a reason becomes a candidate test item (once per answer); the vote is
+        stored already, so a failure here costs the candidate, never the vote."""
+        if self.candidates is None:
+            return
+        try:
+            self.candidates.add_feedback(tenant_id, answer_id, entry, reason, comment)
+        except Exception:
+            log.exception("feedback on answer %s not queued as a candidate item", answer_id)
 
     # ------------------------------------------------------------------ running
     def adopt_orphans(self, limit: int = 20) -> list[str]:

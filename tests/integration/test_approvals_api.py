@@ -135,11 +135,12 @@ def test_escalation_reaches_the_lead_group_and_expiry_rejects_without_running_th
 
 # ---------------------------------------------------------------------- reviews that mean something (item 6)
 # Honeypots are planted here straight through the store (the orchestrator's planting is wired
-# elsewhere); the service is built with the process's metrics and the home's evaluation folder.
+# elsewhere); the service is built with the process's metrics and candidate queue.
 import json  # noqa: E402
 
 from citadel.tools.honeypots import HONEYPOT_RUN_PREFIX, HoneypotPlanter  # noqa: E402
-from serving.services.approvals import ApprovalsService, eval_dir_for  # noqa: E402
+from citadel.quality.candidates import CandidateQueue  # noqa: E402
+from serving.services.approvals import ApprovalsService  # noqa: E402
 
 DISCOUNT_TOOL = "crm.create_discount_approval"
 
@@ -150,7 +151,7 @@ def reviews(deployment):
     services = client.app.state.services
     services.approvals = ApprovalsService(services.wiring.approval_store, services.wiring.run_store,
                                           services.wiring.tool_policy, services.runs.resume,
-                                          metrics=services.metrics, eval_dir=eval_dir_for(home.config))
+                                          metrics=services.metrics, candidates=services.approvals.candidates)
     return home, client, crm, services
 
 
@@ -220,7 +221,7 @@ def test_approving_a_honeypot_tells_the_reviewer_at_once_runs_nothing_and_counts
     stats = services.approvals.review_stats("northwind")
     assert stats["teams"] == {"deal-desk": {"caught": 0, "missed": 2, "expired": 0, "catch_rate": 0.0}}
     assert stats["tools"] == {}  # a honeypot is no real approval of the tool
-    assert not eval_dir_for(home.config).exists()  # nor evaluation data
+    assert services.wiring.catalog.candidates("northwind") == []  # nor a candidate test item
     metrics_text = client.get("/metrics", headers=home.metrics_headers()).text
     assert 'citadel_honeypots_total{outcome="missed",team="deal-desk"} 2.0' in metrics_text
 
@@ -240,7 +241,7 @@ def test_rejecting_a_honeypot_is_a_catch_and_an_unanswered_one_expires_without_t
     assert rejected.json()["honeypot"] is True and rejected.json()["caught"] is True
     assert rejected.json()["status"] == "rejected" and "Well caught" in rejected.json()["message"]
     assert sample(services, "citadel_honeypots_total", team="deal-desk", outcome="caught") == 1
-    assert not list(eval_dir_for(home.config).glob("*.jsonl"))  # honeypots are not evaluation data
+    assert services.wiring.catalog.candidates("northwind") == []  # honeypots are no test items
 
     lead = {"tenant": "northwind", "user": "lee", "groups": ("sales-directors",)}
     clock.now += 3_601  # the real approval and the honeypot left pending escalate together
@@ -261,30 +262,31 @@ def test_rejecting_a_honeypot_is_a_catch_and_an_unanswered_one_expires_without_t
     assert crm.count_approvals("northwind") == 0
 
 
-def test_edits_and_rejections_of_real_approvals_go_to_the_tools_evaluation_set(reviews):
+def test_edits_and_rejections_of_real_approvals_become_candidate_items_of_the_tool_and_tenant(reviews):
     home, client, crm, services = reviews
     edited_run, rejected_run, plain_run = (start_run(client, home) for _ in range(3))
     edited, rejected, plain = (real_pending(client, home, r) for r in (edited_run, rejected_run, plain_run))
     assert client.post(f"/v1/approvals/{edited['approval_id']}:decide", headers=home.headers(**DANA),
                        json={"decision": "edit_and_approve", "edits": {"term_months": 36},
-                             "comment": "3 years"}).status_code == 200
+                             "comment": "3 years, call dana@northwind.example"}).status_code == 200
     assert client.post(f"/v1/approvals/{rejected['approval_id']}:decide", headers=home.headers(**DANA),
                        json={"decision": "reject", "comment": "not this quarter"}).status_code == 200
     assert client.post(f"/v1/approvals/{plain['approval_id']}:decide", headers=home.headers(**DANA),
                        json={"decision": "approve"}).status_code == 200  # as proposed: nothing to learn
     services.runs.wait_for_runs(60)
 
-    files = list(eval_dir_for(home.config).iterdir())
-    assert [f.name for f in files] == [f"{DISCOUNT_TOOL}.jsonl"]
-    lines = [json.loads(line) for line in files[0].read_text().splitlines()]
-    assert [line["approval_id"] for line in lines] == [edited["approval_id"], rejected["approval_id"]]
-    first, second = lines
-    assert first["proposed"] == PROPOSAL["args"] and first["final"] == {**PROPOSAL["args"], "term_months": 36}
-    assert (first["decision"], first["comment"], first["decided_by"], first["tool"]) == \
-        ("edit_and_approve", "3 years", "dana", DISCOUNT_TOOL)
-    assert second["proposed"] == PROPOSAL["args"] and second["final"] is None
-    assert (second["decision"], second["comment"]) == ("reject", "not this quarter")
-    assert all(isinstance(line["at"], float) and line["tenant_id"] == "northwind" for line in lines)
+    catalog = services.wiring.catalog
+    queued = catalog.candidates("northwind")
+    assert {row["source"] for row in queued} == {f"tool:{DISCOUNT_TOOL}"} and catalog.candidates("acme") == []
+    first, second = (row["item"] for row in queued)
+    assert [first["approval_id"], second["approval_id"]] == [edited["approval_id"], rejected["approval_id"]]
+    assert first["proposed_args"] == PROPOSAL["args"] and first["final_args"] == {**PROPOSAL["args"], "term_months": 36}
+    assert (first["decision"], first["reason"], first["tool"]) == \
+        ("edit_and_approve", "3 years, call [email]", DISCOUNT_TOOL)  # the reason masked, as the answer log is
+    assert second["proposed_args"] == PROPOSAL["args"] and second["final_args"] is None
+    assert (second["decision"], second["reason"]) == ("reject", "not this quarter")
+    assert all("dana" not in json.dumps(row["item"]) for row in queued)  # the reviewer is in the approval only
+    assert all(row["status"] == "pending" for row in queued)
 
 
 def test_review_stats_give_the_approval_rate_and_median_decision_time_per_tool(reviews, clock):
@@ -313,26 +315,29 @@ def test_review_stats_give_the_approval_rate_and_median_decision_time_per_tool(r
                                                        "truncated": False}
 
 
-def test_concurrent_decisions_append_whole_lines_to_the_evaluation_set(tmp_path):
-    """Eight threads reject 160 approvals with large arguments at once: every line is whole JSON."""
+def test_concurrent_decisions_queue_each_candidate_once(tmp_path):
+    """Eight threads reject 160 approvals with large arguments at once: each is one whole candidate."""
     import concurrent.futures
     from types import SimpleNamespace
 
+    from citadel.catalog.sqlite import SQLiteCatalog
     from citadel.tools.approvals import Approval, MemoryApprovalStore
     from citadel.types import Principal
 
     store = MemoryApprovalStore(time.time)
     runs = SimpleNamespace(append=lambda *a, **k: None, update=lambda *a, **k: None)
-    service = ApprovalsService(store, runs, None, lambda run_id: None, eval_dir=tmp_path / "eval")
+    catalog = SQLiteCatalog(tmp_path / "catalog.sqlite")
+    service = ApprovalsService(store, runs, None, lambda run_id: None, candidates=CandidateQueue(catalog))
     big = {"account_id": "acme", "discount_pct": 12, "term_months": 24, "note": "x" * 50_000}
     ids = [store.request(Approval("", "northwind", f"run-{i}", "s1", DISCOUNT_TOOL, "sam", big, "deal-desk")).approval_id
            for i in range(160)]
     dana = SimpleNamespace(principal=Principal("northwind", "dana", frozenset({"deal-desk"})))
     with concurrent.futures.ThreadPoolExecutor(8) as pool:
         list(pool.map(lambda approval_id: service.decide(dana, approval_id, "reject", None, "no"), ids))
-    lines = (tmp_path / "eval" / f"{DISCOUNT_TOOL}.jsonl").read_text().splitlines()
-    assert sorted(json.loads(line)["approval_id"] for line in lines) == sorted(ids)
-    assert all(json.loads(line)["proposed"] == big for line in lines)
+    queued = catalog.candidates("northwind", f"tool:{DISCOUNT_TOOL}")
+    assert sorted(row["item"]["approval_id"] for row in queued) == sorted(ids)
+    assert all(row["item"]["proposed_args"] == big for row in queued)
+    catalog.close()
 
 
 def test_the_reviewer_sees_the_change_against_the_current_record(deployment):
