@@ -234,7 +234,22 @@ class Wiring:
                              self.pause_switch.is_paused, self.reader if answer.confirm else None,
                              ConfirmSettings.from_config(answer), self.link_policy,
                              self.suspicious_content, bundle_id=self.bundle.id, verifier=self.claim_verifier,
-                             personal_data=self.personal_data, prompt_vault=self.prompt_vault)
+                             personal_data=self.personal_data, prompt_vault=self.prompt_vault,
+                             signals=self.answer_signals)
+
+    @cached_property
+    def answer_signals(self):
+        """The signals without labels (DESIGN.md §11) every answer of this process is observed for; a
+        serving process's metrics listen (serving/services/compose.py). A rephrase is compared on the
+        retrieval's own query vector (the memo); a question that did not search here (a cache hit, a
+        run's synthesis) is embedded once, and only when the same user asked within the window."""
+        from citadel.quality.signals import QualitySignals, RephraseDetector
+
+        signals = self.config.signals
+        rephrases = RephraseDetector(lambda text: self.memo.vectors([text])[text], signals.rephrase_window_s,
+                                     signals.rephrase_min_similarity, signals.rephrase_max_users,
+                                     clock=self.clock or time.time)
+        return QualitySignals(rephrases, signals.low_best_score)
 
     @cached_property
     def link_policy(self):

@@ -236,7 +236,8 @@ class AnswerService:
                  assembler: PromptAssembler | None = None, paused: Callable[[str, str], bool] | None = None,
                  reader=None, confirm_settings: ConfirmSettings | None = None, links: LinkPolicy | None = None,
                  flagged: Callable[[str, Sequence[Passage]], None] | None = None, bundle_id: str | None = None,
-                 verifier=None, personal_data: PersonalDataMasker | None = None, prompt_vault=None):
+                 verifier=None, personal_data: PersonalDataMasker | None = None, prompt_vault=None,
+                 signals=None):
         """`assembler`: builds the budgeted prompt of a run's synthesis (`compose_from`); by default
         from the generator's own token count and the default allowances. `passage_filter`: the one
         planted-instruction screen (citadel/guardrails/planted.py) every retrieved passage and every
@@ -277,6 +278,9 @@ class AnswerService:
         self._last_purge: float | None = None
         self.personal_data = personal_data or PATTERNS_ONLY
         self.prompt_vault = prompt_vault
+        # The signals without labels (citadel/quality/signals.py: QualitySignals) every logged answer is
+        # observed for: a rephrase of the user's previous question is marked in its log entry. None: not observed.
+        self.signals = signals
 
     @property
     def router(self) -> QuestionRouter:
@@ -655,6 +659,8 @@ class AnswerService:
                  "passages": [{"chunk_id": p.chunk_id, "document_id": p.document_id, "version": p.version,
                                "score": round(float(p.score), 6)} for p in response.passages],
                  "timings_ms": response.timings_ms, **extra}
+        searched = response.trace.search_query if response.trace is not None else ""
+        entry.update(self._observe_signals(principal, response.request_id, searched, entry))
         self._log(principal, question, entry, response.request_id, correlation_id, cached=False)
         return response
 
@@ -664,7 +670,19 @@ class AnswerService:
         entry = {k: body.get(k) for k in ("request_id", "answer", "refused", "reason", "degraded", "citations",
                                              "bundle_id")}
         entry["outcome"] = body.get("outcome") or outcome_of(bool(body.get("refused")), body.get("reason"))
+        entry.update(self._observe_signals(principal, body["request_id"], question, entry))
         self._log(principal, question, entry, body["request_id"], correlation_id, cached=True)
+
+    def _observe_signals(self, principal: Principal, request_id: str, searched: str,
+                         entry: dict[str, Any]) -> dict[str, Any]:
+        """The fields the signals add to the log entry (`rephrase_of`). `searched`: what was searched for
+        (empty: the router or the clarifying question answered, no question about the documents to
+        observe); its vector is the one the retrieval left in the query-vector memo, so the rephrase
+        check costs no embedding on that path."""
+        if self.signals is None or not searched:
+            return {}
+        vector = self.query_vectors.recall(searched) if self.query_vectors is not None else None
+        return self.signals.observe(principal.tenant_id, principal.user_id, request_id, searched, entry, vector)
 
     def _log(self, principal: Principal, question: str, entry: dict[str, Any], request_id: str,
              correlation_id: str | None, cached: bool) -> None:

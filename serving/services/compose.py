@@ -82,6 +82,7 @@ def build_services(config: CitadelConfig, stages: Stages | None = None, clock: C
         sessions = partial(purge_expired_sessions, wiring.run_store, wiring.conversation_store, config.agent)
         AnswerLogPurger(wiring.catalog, config.answer, config.answer.answer_log_purge_interval_s, sessions).start()
     wiring.user_spend.add_listener(metrics.charged)  # a run's steps count in the spend metric (and its alert)
+    wiring.answer_signals.add_listener(metrics.answer_signals)  # rephrases, verdicts, best scores (DESIGN.md §11)
     # thumbs-down with a reason and reviewers' edits or rejections become candidate test items
     candidates = CandidateQueue(wiring.catalog, wiring.personal_data)
     runs = _runs_service(config, wiring, metrics, in_replica, query.charge, candidates)

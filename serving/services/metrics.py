@@ -16,6 +16,8 @@ from typing import Iterable
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Histogram, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
+from citadel.quality.signals import AnswerSignals
+
 OTHER_TENANTS = "other"
 DEFAULT_MAX_TENANTS = 50
 # Distinct users named in the spend metric's `user` label before later ones count as "other".
@@ -92,6 +94,7 @@ class ApiMetrics:
         self.user_label = TenantLabels(max_tenants=DEFAULT_MAX_USERS)
         self.spend = Counter("citadel_spend_usd_total", "Estimated spend charged to a user's budget.",
                              ["tenant", "user"], registry=r)
+        self._add_quality_signals(r)
         self._retrievers: list = []
         r.register(_RetrieverCollector(self._retrievers))
         self._catalogs: list = []
@@ -101,6 +104,44 @@ class ApiMetrics:
     def from_config(cls, serving) -> "ApiMetrics":
         """Metrics with the `tenant` label bounded as `serving` (the config section) says."""
         return cls(TenantLabels(serving.metrics_tenant_labels, serving.metrics_max_tenants))
+
+    def _add_quality_signals(self, r: CollectorRegistry) -> None:
+        """Signals without labels (DESIGN.md §11, citadel/quality/signals.py), read by the quality alerts
+        in cluster/prometheus/alerts.yml. Every label is bounded: tenants by TenantLabels, votes, reasons
+        and verdicts by their fixed sets."""
+        self.questions = Counter("citadel_questions_total", "Questions about the documents answered (single-shot, "
+                                 "cache hits and runs' answers), by tenant: the rephrase share's denominator.",
+                                 ["tenant"], registry=r)
+        self.rephrases = Counter("citadel_rephrase_total", "Questions that rephrase the same user's previous one "
+                                 "within signals.rephrase_window_s (other words, close by embedding), by tenant.",
+                                 ["tenant"], registry=r)
+        self.verifier_claims = Counter("citadel_verifier_claims_total", "Claims the claim verifier checked, by verdict "
+                                       "(kept, removed, corrected): its pass rate is the share kept.", ["verdict"],
+                                       registry=r)
+        self.scored_answers = Counter("citadel_scored_answers_total", "Answers whose best score (the question's cosine "
+                                      "to its closest top passage) was measured, by tenant.", ["tenant"], registry=r)
+        self.low_best_scores = Counter("citadel_low_best_score_total", "Scored answers whose best score is under "
+                                       "signals.low_best_score, by tenant.", ["tenant"], registry=r)
+        self.feedback = Counter("citadel_feedback_total", "Votes on answers, by tenant, vote (up, down) and reason "
+                                "(none: no reason given).", ["tenant", "vote", "reason"], registry=r)
+
+    def answer_signals(self, signals: AnswerSignals) -> None:
+        """One answer's signals (a QualitySignals listener, serving/services/compose.py)."""
+        tenant = self.tenant_label(signals.tenant)
+        self.questions.labels(tenant).inc()
+        if signals.rephrase_of is not None:
+            self.rephrases.labels(tenant).inc()
+        for verdict, count in signals.verdicts.items():
+            if count:
+                self.verifier_claims.labels(verdict).inc(count)
+        if signals.best_score is not None:
+            self.scored_answers.labels(tenant).inc()
+            if signals.low_best_score:
+                self.low_best_scores.labels(tenant).inc()
+
+    def feedback_recorded(self, tenant: str, vote: str, reason: str | None) -> None:
+        """A vote stored (its vote and reason already checked against their fixed sets)."""
+        self.feedback.labels(self.tenant_label(tenant), vote, reason or "none").inc()
 
     def count_request(self, endpoint: str, tenant: str, status: int, seconds: float | None = None) -> None:
         self.requests.labels(endpoint, self.tenant_label(tenant), str(status)).inc()

@@ -157,6 +157,7 @@ class RunsService:
                    for c in entry["response"].get("citations", [])]
         feedback_id = self.catalog.record_feedback(answer_id, principal.tenant_id, principal.user_id, vote, reason,
                                                    comment, sources)
+        self.metrics.feedback_recorded(principal.tenant_id, vote, reason)
         if vote == "down" and reason is not None:
             self._queue_candidate(principal.tenant_id, answer_id, entry, reason, comment)
         return {"feedback_id": feedback_id, "answer_id": answer_id, "sources": sources}
