@@ -10,7 +10,9 @@ result recorded before the next round → reflection, acted on by code: run the 
 remain, add the suggested search, re-plan, or finish → synthesis from the numbered evidence through
 the answer service's expander, generator and validator (`AnswerService.compose_from`) → token and
 citation events, then `final` (authoritative: the validated answer, its citations, the conflicts,
-the stop reason and what is missing).
+the stop reason and what is missing). An eligibility question's answer opens with the decision code
+computes from the numbered sources (citadel/agent/decision.py): the verdict and its cited comparisons,
+or the conditional an unsettled criterion leaves.
 
 With a reader (`answer.confirm`), a part of the checklist counts as found only when its asked fact is
 confirmed (citadel/agent/parts.py), as the single-shot path confirms an answer: the answer asserts the
@@ -39,6 +41,8 @@ from __future__ import annotations
 import concurrent.futures
 import contextvars
 import dataclasses
+import datetime
+import functools
 import logging
 import math
 import time
@@ -48,6 +52,7 @@ from typing import Any
 
 from citadel.agent.budget import PREPAID, USER_BUDGET, RunBudget, TokenMeter, UserSpend
 from citadel.agent.criteria import case_object, criteria_checks, first_name
+from citadel.agent.decision import decide
 from citadel.agent.memory import ConversationContext, ConversationMemory, source_refs
 from citadel.agent.evidence import (UNIFORM_IDF, best_coverage, EvidenceSet, distinct_parts, evidence_lines, passage_from_record,
                                     passage_record,
@@ -731,7 +736,8 @@ class Orchestrator:
             response = self.answers.compose_from(state.principal, state.run.question, passages, state.run_id,
                                                  task=synthesis_task(state, evidence, question, left_out),
                                                  conversation=conversation, notes=notes,
-                                                 asked=question if partial else None)
+                                                 asked=question if partial else None,
+                                                 lead=self._decision(state, evidence))
             if response.verification is not None:  # the claim verifier's verdicts, shown in the run's events
                 self._emit(state, EventType.PROGRESS, "verified",
                            {"stage": "verified", **self._outgoing_verdicts(state, response.verification)})
@@ -828,6 +834,30 @@ class Orchestrator:
         return settle(self.approvals, failed, tenant_id=state.principal.tenant_id, run_id=state.run_id,
                       base=ANSWER_REVIEW, requester=state.principal.user_id, now=self.wall_clock(),
                       expire_after_s=self.reviews.expire_after_s)
+
+    def _decision(self, state: RunState, evidence: EvidenceSet) -> Callable[[Sequence[Any]], Any]:
+        """What opens an eligibility question's answer: the decision code computes from the numbered
+        sources (citadel/agent/decision.py). It only makes the answer better: if it fails, the answer
+        goes without it."""
+        decision = functools.partial(decide, state.run.question, today=self._calendar_day(),
+                                     earlier=self._earlier_questions(state), idf=evidence.idf)
+
+        def lead(sources: Sequence[Any]) -> Any:
+            try:
+                return decision(sources)
+            except Exception:
+                log.warning("run %s: no decision (it failed)", state.run_id, exc_info=True)
+                return None
+
+        return lead
+
+    def _calendar_day(self) -> datetime.date:
+        """Today for a decision's tenure: the injected `today` where it names a date, else the wall
+        clock's day (UTC); never a clock of its own."""
+        try:
+            return datetime.date.fromisoformat(self.today()[:10])
+        except ValueError:
+            return datetime.datetime.fromtimestamp(self.wall_clock(), tz=datetime.timezone.utc).date()
 
     def _conversation(self, state: RunState) -> ConversationContext | None:
         """The conversation so far, less this run's own question, live-checked when first needed in

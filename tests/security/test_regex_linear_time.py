@@ -39,7 +39,7 @@ MODULES = [
     "citadel.answer.text", "citadel.answer.validator", "citadel.answer.glossary", "citadel.answer.slots",
     "citadel.eval.rag",
     "citadel.eval.squad", "citadel.agent.plan", "citadel.agent.planner",
-    "citadel.agent.memory",
+    "citadel.agent.memory", "citadel.agent.decision",
 ]
 LENGTH = 20_000          # passage and parser size; questions (2,000 characters) are covered a fortiori
 MAX_RATIO = 50
