@@ -144,12 +144,14 @@ class CandidateQueue:
 
     # ------------------------------------------------------------------ an owner's decisions
     def list(self, tenant_id: str, source: str | None = None, status: str | None = CANDIDATE_PENDING,
-             limit: int = CANDIDATES_READ_LIMIT) -> list[dict[str, Any]]:
+             limit: int = CANDIDATES_READ_LIMIT, after_id: int = 0) -> list[dict[str, Any]]:
+        """The oldest `limit` candidates with an id above `after_id` (the last id of the page before)."""
         if source is not None and not valid_source(source):
             raise InvalidRequest(f"source is {ANSWER_FEEDBACK!r} or '{TOOL_SOURCE_PREFIX}<tool name>'")
         if status is not None and status not in STATUSES:
             raise InvalidRequest(f"status is one of {list(STATUSES)}")
-        return self.catalog.candidates(tenant_id, source, status, limit=min(limit, CANDIDATES_READ_LIMIT))
+        return self.catalog.candidates(tenant_id, source, status, limit=min(limit, CANDIDATES_READ_LIMIT),
+                                       after_id=after_id)
 
     def get(self, candidate_id: int) -> dict[str, Any] | None:
         return self.catalog.candidate(candidate_id)

@@ -392,12 +392,14 @@ def _add_candidate_routes(app: FastAPI) -> None:
     async def list_candidates(request: Request, tenant: str = Query(..., max_length=64),
                               source: Optional[str] = Query(None, max_length=80),
                               status: Optional[str] = Query("pending", max_length=16),
+                              limit: int = Query(100, ge=1, le=500),
+                              after_id: int = Query(0, ge=0, le=MAX_ROW_ID),
                               authorization: Optional[str] = Header(None)) -> dict:
         """The tenant's candidates, oldest first: `source` answer_feedback or tool:<name>; `status`
-        pending (default), promoted or dismissed."""
+        pending (default), promoted or dismissed; `limit` per page, the next page `after_id` the last id."""
         services = _services(request)
         return await _run(request, services.candidates.list, _admin(request, services, authorization), tenant,
-                          source, status)
+                          source, status, limit, after_id)
 
     @app.post("/v1/admin/candidates/{candidate_id}/promote", responses=ERRORS)
     async def promote_candidate(request: Request, body: CandidateLabel,

@@ -19,15 +19,21 @@ from citadel.types import validate_tenant_id
 from serving.services.access import require_tenant
 
 
+# Candidates one listing returns by default and at most (an item holds up to ~20 KB of text).
+LIST_PAGE, MAX_LIST_PAGE = 100, 500
+
+
 class CandidatesService:
     def __init__(self, queue: CandidateQueue):
         self.queue = queue
 
     def list(self, admin: ServiceIdentity, tenant_id: str, source: str | None = None,
-             status: str | None = CANDIDATE_PENDING) -> dict:
+             status: str | None = CANDIDATE_PENDING, limit: int = LIST_PAGE, after_id: int = 0) -> dict:
+        """A page of the tenant's candidates, oldest first; the next page starts after the last id."""
         validate_tenant_id(tenant_id)
         require_tenant(admin, tenant_id)
-        return {"tenant_id": tenant_id, "candidates": self.queue.list(tenant_id, source, status)}
+        page = self.queue.list(tenant_id, source, status, limit=min(limit, MAX_LIST_PAGE), after_id=after_id)
+        return {"tenant_id": tenant_id, "candidates": page}
 
     def promote(self, admin: ServiceIdentity, candidate_id: int, label: Mapping[str, Any]) -> dict:
         return self.queue.promote(self._visible(admin, candidate_id), label, admin.id)

@@ -48,8 +48,9 @@ def test_a_thumbs_down_becomes_a_labeled_item_the_regression_set_loads(client, h
     assert sorted((s["document_id"], s["version"]) for s in item["sources"]) == cited
     assert item["answer"] == answer["answer"] and item["comment"] == "London is 300 USD now; ask [email]"
     assert "alice" not in json.dumps(candidate)  # the voter is in the feedback row, never in the item
-    assert client.get(CANDIDATES, params={"tenant": "acme", "source": "tool:crm.create_discount_approval"},
-                      headers=home.admin_headers()).json()["candidates"] == []
+    for params in ({"source": "tool:crm.create_discount_approval"}, {"after_id": candidate["id"], "limit": 1}):
+        assert client.get(CANDIDATES, params={"tenant": "acme", **params},
+                          headers=home.admin_headers()).json()["candidates"] == []
 
     document = cited[0][0]
     promote = f"{CANDIDATES}/{candidate['id']}/promote"
