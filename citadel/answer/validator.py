@@ -110,7 +110,7 @@ class AnswerValidator:
                 continue
             body, numbers = checked
             seen_bodies.add(body.lower())
-            kept.append(with_markers(body, numbers))
+            kept.append(claim if keeps_own_markers(claim, body, numbers) else with_markers(body, numbers))
             result.used.extend(n for n in numbers if n not in result.used)
         if kept:
             result.text = " ".join(kept)
@@ -209,6 +209,15 @@ def has_unsupported_figure(body: str, evidence: str) -> bool:
         return False
     present = {figure_value(m.group("figure")) for m in FIGURE.scan(evidence, resume="figure")}
     return not stated <= present
+
+
+def keeps_own_markers(claim: str, body: str, numbers: Sequence[int]) -> bool:
+    """Whether a kept sentence keeps its markers where its writer put them: inside it (a decision
+    cites each operand of its comparisons where it stands), each naming a source, together the
+    sources that support it, and nothing removed from it. Otherwise its markers go to its end."""
+    first = MARKER.search(claim)
+    return (first is not None and first.start() > 0 and bool(content_terms(claim[first.end():]))
+            and list(dict.fromkeys(marker_numbers(claim))) == list(numbers) and strip_markers(claim) == body)
 
 
 def with_markers(body: str, numbers: Sequence[int]) -> str:

@@ -6,9 +6,11 @@ agreement started on 15 January 2023). The verifier goes further, claim by claim
 
 1. a claim that cites nothing is removed (never passed);
 2. figures a claim derives are recomputed by code from its cited sources: a duration since a start
-   date the source states (against the reference date, an injectable clock), a total of the claim's
-   own addends, a comparison of two figures. A wrong duration or total is **corrected from the
-   source** (the claim keeps its markers); a false comparison is removed;
+   date the source states (against the reference date, an injectable clock, or the date the claim
+   names: "3 years 10 months by 1 December 2026 ≥ 2 years"), a total of the claim's own addends, a
+   comparison of two figures. A wrong duration or total is **corrected from the source** (the claim
+   keeps its markers); a false comparison is removed. A claim that derives several (a decision,
+   citadel/agent/decision.py) stands only when each holds;
 3. every other claim is asked one narrow yes/no question through the judge (a Reader: the claim is
    the "question", each of its cited sources' sentences a text, the best sentence counts) and kept
    at P ≥ `min_probability`; a claim quoted word for word from its cited source needs no judge.
@@ -83,6 +85,14 @@ TENURE_CUE = regex.compile("quality.verifier.tenure_cue",
 REQUIREMENT_CUE = regex.compile("quality.verifier.requirement_cue",
                                 r"\b(?:at least|minimum|or more|or longer|requires?|required|must|needs?|eligib\w*|"
                                 r"up to|within|after|every|per|term|notice)\b", regex.IGNORECASE)
+# "3 years 10 months by 1 December 2026 (the renewal) ≥ 2 years": a tenure up to a stated date, compared
+# with a rule's duration (a decision's clause, citadel/agent/decision.py); recomputed to that date.
+DATED_DURATION = regex.compile(
+    "quality.verifier.dated_duration",
+    r"\b(?P<stated>(?P<years>\d{1,3})\s+years?(?:,?\s+(?:and\s+)?(?P<months>\d{1,2})\s+months?)?|(?P<only>\d{1,3})\s+months?)"
+    r"\s+(?:by|as of|on|until)\s+(?P<until>[^≥≤<>;:\n]{1,80}?)\s*(?P<op>≥|>=|≤|<=|>|<)\s*"
+    r"(?P<required>\d{1,3})\s+(?P<unit>years?|months?)\b",
+    regex.IGNORECASE)
 TOTAL_PHRASE = regex.compile("quality.verifier.total",
                              rf"\b(?:total(?:s|ing|ling|led|ed)?|sum|combined|altogether|in all|add(?:s|ing)? up to)"
                              rf"\b(?:\s+(?:of|is|was|are|to|comes to|amount))*\s*:?\s*(?P<total>[$€£]?{_NUMBER})",
@@ -95,6 +105,7 @@ COMPARISON_PHRASE = regex.compile(
     rf"(?:(?:the|a|an|required|minimum|maximum|threshold|limit|floor|cap|of)\s+){{0,3}}(?P<right>{_MONEY})",
     regex.IGNORECASE)
 WHITESPACE = regex.compile("quality.verifier.whitespace", r"\s+")
+DURATION_UNITS = ("year", "month", "week", "day")
 TRAILING = ".!?;:,"
 
 
@@ -194,6 +205,20 @@ def start_date(text: str) -> date | None:
 def months_between(start: date, end: date) -> int:
     """Whole months from `start` to `end` (a month counts once its day is reached)."""
     return (end.year - start.year) * 12 + (end.month - start.month) - (1 if end.day < start.day else 0)
+
+
+def add_months(start: date, months: int) -> date:
+    """The day `months` whole months after `start` (before it, when negative): the inverse of
+    `months_between`; a day the month lacks is its last day (31 January + 1 month = 28 February)."""
+    index = start.year * 12 + start.month - 1 + months
+    year, month = divmod(index, 12)
+    following = date(year + (month + 1) // 12, (month + 1) % 12 + 1, 1)
+    return date(year, month + 1, min(start.day, (following - date(year, month + 1, 1)).days))
+
+
+def spell_date(day: date) -> str:
+    """"15 January 2023": how the decision and the verifier write a date."""
+    return f"{day.day} {_MONTHS[day.month - 1].title()} {day.year}"
 
 
 def spell_duration(months: int) -> str:
@@ -300,16 +325,33 @@ class ClaimVerifier:
             return None  # pass 2 removes it (after the validator had its chance to attribute it)
         body = strip_markers(claim)[:MAX_CLAIM_CHARS]
         evidence = "\n".join(by_number[n].text for n in cited)
-        for check in (self._duration, self._total, self._comparison):
-            verdict = check(claim, body, evidence, cited)
-            if verdict is not None:
-                return verdict
-        return None
+        # A claim may derive several figures (a decision compares a tenure and a revenue): each check
+        # reads the claim as the checks before it left it, and any false one removes it.
+        settled: list[Verdict] = []
+        current = claim
+        for check in (self._dated_duration, self._duration, self._total, self._comparison):
+            verdict = check(current, body, evidence, cited)
+            if verdict is None:
+                continue
+            if verdict.action == REMOVED:
+                return Verdict(claim, cited, verdict.check, REMOVED, computed=verdict.computed)
+            settled.append(verdict)
+            if verdict.corrected is not None:
+                current = verdict.corrected
+                body = strip_markers(current)[:MAX_CLAIM_CHARS]
+        if len(settled) <= 1:
+            return settled[0] if settled else None
+        changed = current != claim
+        return Verdict(claim, cited, "+".join(v.check for v in settled), CORRECTED if changed else KEPT,
+                       computed="; ".join(v.computed for v in settled if v.computed),
+                       corrected=current if changed else None)
 
     def _duration(self, claim: str, body: str, evidence: str, cited: list[int]) -> Verdict | None:
         match = DURATION_PHRASE.search(body)
         if match is None or not TENURE_CUE.search(body) or REQUIREMENT_CUE.search(body):
             return None
+        if DATED_DURATION.search(body):
+            return None  # a tenure up to a date the claim states: `_dated_duration` recomputes it to that date
         phrase = match.group(0).strip()
         if phrase.lower() in evidence.lower():
             return None  # the source states this duration itself: a quote, not a derivation
@@ -321,10 +363,39 @@ class ClaimVerifier:
             return None
         years, months, only = match.group("years"), match.group("months"), match.group("only")
         stated = int(only) if only else int(years) * 12 + int(months or 0)
-        computed = f"{spell_duration(true_months)} since {started.day} {_MONTHS[started.month - 1].title()} {started.year}"
+        computed = f"{spell_duration(true_months)} since {spell_date(started)}"
         if duration_holds(stated, match.group("qualifier") or "", true_months, years_only=bool(years and not months)):
             return Verdict(claim, cited, DURATION, KEPT, computed=computed)
         corrected = claim.replace(phrase, spell_duration(true_months), 1)
+        return Verdict(claim, cited, DURATION, CORRECTED, computed=computed, corrected=corrected)
+
+    def _dated_duration(self, claim: str, body: str, evidence: str, cited: list[int]) -> Verdict | None:
+        """"3 years 10 months by 1 December 2026 ≥ 2 years": the tenure recomputed from the start date
+        to the stated date (a wrong one corrected), then its comparison with the rule's (a false one
+        removed). The start is the date the claim gives before it when the sources state that date,
+        else the sources' own start date."""
+        match = DATED_DURATION.search(body)
+        if match is None:
+            return None
+        until = parse_dates(match.group("until"))
+        stated_dates = {day for _, day in parse_dates(evidence)}
+        claimed = [day for _, day in parse_dates(body[:match.start()]) if day in stated_dates]
+        started = claimed[-1] if claimed else start_date(evidence)
+        if not until or started is None or until[0][1] < started:
+            return None
+        true_months = months_between(started, until[0][1])
+        years, months, only = match.group("years"), match.group("months"), match.group("only")
+        stated = int(only) if only else int(years) * 12 + int(months or 0)
+        required = int(match.group("required")) * (12 if match.group("unit").lower().startswith("year") else 1)
+        op = match.group("op")
+        holds = comparison_holds(true_months, op, required)
+        computed = (f"{spell_duration(true_months)} from {spell_date(started)} to {spell_date(until[0][1])}; "
+                    f"{op} {spell_duration(required)}: {'true' if holds else 'false'}")
+        if not holds:
+            return Verdict(claim, cited, DURATION, REMOVED, computed=computed)
+        if duration_holds(stated, "", true_months, years_only=bool(years and not months)):
+            return Verdict(claim, cited, DURATION, KEPT, computed=computed)
+        corrected = claim.replace(match.group("stated"), spell_duration(true_months), 1)
         return Verdict(claim, cited, DURATION, CORRECTED, computed=computed, corrected=corrected)
 
     def _total(self, claim: str, body: str, evidence: str, cited: list[int]) -> Verdict | None:
@@ -347,16 +418,19 @@ class ClaimVerifier:
         return Verdict(claim, cited, TOTAL, CORRECTED, computed=computed, corrected=corrected)
 
     def _comparison(self, claim: str, body: str, evidence: str, cited: list[int]) -> Verdict | None:
-        match = COMPARISON_PHRASE.search(body)
-        if match is None:
-            return None
-        left, right = _number(match.group("left")), _number(match.group("right"))
-        if left is None or right is None:
-            return None
-        op = WHITESPACE.sub(" ", match.group("op"))
-        holds = comparison_holds(left, op, right)
-        computed = f"{match.group('left')} {op} {match.group('right')}: {'true' if holds else 'false'}"
-        return Verdict(claim, cited, COMPARISON, KEPT if holds else REMOVED, computed=computed)
+        computed: list[str] = []
+        for match in COMPARISON_PHRASE.finditer(body):
+            if body[match.end():].lstrip().lower().startswith(DURATION_UNITS):
+                continue  # "… 2026) ≥ 2 years": a duration threshold, not a figure (`_dated_duration`'s)
+            left, right = _number(match.group("left")), _number(match.group("right"))
+            if left is None or right is None:
+                continue
+            op = WHITESPACE.sub(" ", match.group("op"))
+            holds = comparison_holds(left, op, right)
+            computed.append(f"{match.group('left')} {op} {match.group('right')}: {'true' if holds else 'false'}")
+            if not holds:  # every comparison the claim makes must hold
+                return Verdict(claim, cited, COMPARISON, REMOVED, computed=computed[-1])
+        return Verdict(claim, cited, COMPARISON, KEPT, computed="; ".join(computed)) if computed else None
 
     # ------------------------------------------------------------------ pass 2: the judge, after the validator
     def verify(self, text: str, sources: Sequence[Source], recomputed: Recomputed | None = None) -> Verification:

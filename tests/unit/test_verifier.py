@@ -130,3 +130,19 @@ def test_a_10000_word_answer_is_checked_within_its_bound():
     result = verifier(FakeReader(), max_claims=40).verify(varied, SOURCES)
     assert len(result.verdicts) == 40 and result.shortened == 1_460
     assert result.text.endswith("(Shortened: 1460 further statements could not be checked and were left out.)")
+
+
+def test_a_tenure_to_a_stated_date_is_recomputed_to_that_date_and_its_comparison_checked():
+    """A decision's clause: the tenure up to the date it names (not the reference date), corrected when
+    wrong; a comparison with the rule's duration that does not hold removes the claim, and so does any
+    false comparison beside a true one."""
+    clause = "Acme's tenure since 15 January 2023, {} by 1 January 2027 {} 2 years [1][3]; revenue $740,000 {} $500,000 [2][3]."
+    kept = run(clause.format("3 years 11 months", "≥", "≥"), verifier())
+    [verdict] = kept.verdicts
+    assert verdict.action == KEPT and verdict.check == "duration+comparison"
+    assert verdict.computed.startswith("3 years 11 months from 15 January 2023 to 1 January 2027; ≥ 2 years: true")
+    assert kept.text == clause.format("3 years 11 months", "≥", "≥")  # each operand's markers where they stand
+    corrected = run(clause.format("3 years 10 months", "≥", "≥"), verifier())
+    assert [v.action for v in corrected.verdicts] == [CORRECTED] and "3 years 11 months by" in corrected.text
+    for false in (clause.format("3 years 11 months", "<", "≥"), clause.format("3 years 11 months", "≥", "<")):
+        assert REMOVED in [v.action for v in run(false, verifier()).verdicts]
