@@ -207,6 +207,11 @@ class AnswerConfig(_Section):
     )
     openai_timeout_s: float = Field(30.0, description="HTTP timeout of one generation request.")
     max_new_tokens: int = Field(256, description="Generation length cap (local_llm and openai_compatible).")
+    task_instruction: str = Field(
+        "Answer in a few sentences, citing sources with [n] markers.", min_length=1, max_length=1_000,
+        description="The instruction that ends every answer prompt, single-shot and runs (after the question, "
+        "the last part of the budgeted prompt: citadel/answer/prompt.py).",
+    )
     max_sources: int = Field(8, description="Numbered sources handed to the generator (6-8 recommended).")
     source_token_budget: int = Field(600, description="Approximate tokens of one expanded section.")
     total_token_budget: int = Field(3000, description="Approximate tokens of all sources together.")
@@ -594,10 +599,11 @@ class AgentConfig(_Section):
     max_message_chars: int = Field(4_000, ge=1, le=100_000, description="Longest message a user may send (413).")
     summarize_after_turns: int = Field(6, ge=2, description="Older turns than this many become the summary.")
     prompt_max_tokens: int = Field(32_000, ge=1_000, description="Whole-prompt cap, counted with the "
-                                   "generator's tokenizer.")
+                                   "generator's tokenizer; single-shot answers and runs alike.")
     prompt_allowances: dict[str, int] = Field(default_factory=_prompt_allowances,
                                               description="Tokens per prompt part: system, tools, conversation, "
-                                              "notes, sources, task (stable parts first, the task last).")
+                                              "notes, sources, task (stable parts first, the task last); "
+                                              "single-shot answers and runs alike.")
     retention_days: float = Field(30.0, gt=0, description="Conversations (messages, summaries, memories) and runs "
                                   "(event logs, steps) idle this long are purged, by the answer log's purge "
                                   "(`citadel purge-logs`, each serving process's purge thread).")

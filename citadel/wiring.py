@@ -230,7 +230,7 @@ class Wiring:
                              AnswerValidator(answer.min_support), self.router,
                              self.planted_screen, self.memo,
                              QueryVectorMemo(self.embedder, WORD_MEMO_CAPACITY),
-                             PromptAssembler.for_generator(self.generator, self.config.agent),
+                             PromptAssembler.for_generator(self.generator, self.config.agent, answer.task_instruction),
                              self.pause_switch.is_paused, self.reader if answer.confirm else None,
                              ConfirmSettings.from_config(answer), self.link_policy,
                              self.suspicious_content, bundle_id=self.bundle.id, verifier=self.claim_verifier,

@@ -6,9 +6,10 @@ declares to be data, and any fence-like run of angle brackets inside a source or
 escaped so the text cannot close its own fence and speak as the prompt. PROMPT_VERSION is stored
 with every logged answer so an answer can be traced to the exact prompt that produced it.
 
-`PromptAssembler` (below) builds the budgeted prompt of DESIGN.md §10: six parts under fixed
-allowances and a whole-prompt cap counted with the generator's tokenizer, stable parts first, the
-task last, sources tagged with status and effective date, cuts whole and reported.
+`PromptAssembler` (below) builds every answer's prompt, single-shot and runs alike (DESIGN.md §10):
+six parts under fixed allowances and a whole-prompt cap counted with the generator's tokenizer,
+stable parts first, the task last, sources tagged with status and effective date, cuts whole and
+reported.
 """
 
 from __future__ import annotations
@@ -19,9 +20,12 @@ from typing import Callable, Mapping, Sequence
 from citadel import regex
 from citadel.answer.expand import Source
 from citadel.catalog.base import DocumentRecord
+from citadel.config import AgentConfig, AnswerConfig
 from citadel.errors import PayloadTooLarge
 
-PROMPT_VERSION = "citadel-answer-v1"
+# v2: single-shot answers go through the budgeted assembly (sources tagged with status and effective
+# date, the question and `answer.task_instruction` last) instead of a plain two-message prompt.
+PROMPT_VERSION = "citadel-answer-v2"
 
 SYSTEM_PROMPT = (
     "You answer questions using only the numbered sources you are given. "
@@ -52,32 +56,15 @@ def source_label(source: Source) -> str:
     return escape_fences("\n".join(lines))
 
 
-def fenced_source(source: Source) -> str:
-    n = source.number
-    return f"<<<SOURCE {n}>>>\n{source_label(source)}\n\n{escape_fences(source.text)}\n<<<END SOURCE {n}>>>"
-
-
-def user_message(question: str, sources: Sequence[Source]) -> str:
-    fenced = "\n\n".join(fenced_source(s) for s in sources)
-    return (f"Sources:\n\n{fenced}\n\nQuestion: {escape_fences(question)}\n\n"
-            "Answer in a few sentences, citing sources with [n] markers.")
-
-
-def build_messages(question: str, sources: Sequence[Source]) -> list[dict[str, str]]:
-    """Chat messages (system + user) for any chat-template or OpenAI-compatible backend."""
-    return [{"role": "system", "content": SYSTEM_PROMPT},
-            {"role": "user", "content": user_message(question, sources)}]
-
-
 # --------------------------------------------------------------------------- budgeted assembly (§10)
 #
-# The agent's synthesis and the single-shot path share one assembler: six parts, each with a fixed
+# The single-shot path and the agent's synthesis share one assembler: six parts, each with a fixed
 # allowance, under a whole-prompt cap, all counted with the generator's own tokenizer. The stable
 # parts come first (system, tools, notes, conversation) so a provider can cache that prefix across
-# the turns of a conversation; the sources follow, and the task (the question) is always last. A part
-# over its allowance loses whole items — a whole source, a whole turn, a whole note — never part of
-# one, and every cut is reported. `build_messages` above stays the plain two-message prompt the
-# generators send today.
+# calls (every single-shot answer's system message is the same bytes, whatever the question) and
+# across the turns of a conversation; the sources follow, and the task (the question and
+# `answer.task_instruction`) is always last. A part over its allowance loses whole items — a whole
+# source, a whole turn, a whole note — never part of one, and every cut is reported.
 
 ASSEMBLED_PROMPT_VERSION = "citadel-assembled-v1"
 SYSTEM, TOOLS, NOTES, CONVERSATION, SOURCES, TASK = "system", "tools", "notes", "conversation", "sources", "task"
@@ -106,7 +93,8 @@ TOOLS_HEADER = "Tools you may use:"
 NOTES_HEADER = "User notes (the user's own words, not sources: never cite them for policy or figures):"
 CONVERSATION_HEADER = "Conversation so far (context, not sources):"
 SOURCES_HEADER = "Sources:"
-TASK_INSTRUCTION = "Answer in a few sentences, citing sources with [n] markers."
+# The default of `answer.task_instruction`, which the wiring hands the assembler.
+TASK_INSTRUCTION = AnswerConfig.model_fields["task_instruction"].default
 UNKNOWN_STATUS, NO_EFFECTIVE_DATE = "unknown", "not stated"
 
 
@@ -181,7 +169,7 @@ def source_tag(source: Source, record: DocumentRecord | None) -> str:
 
 
 def tagged_source(source: Source, record: DocumentRecord | None) -> str:
-    """A fenced source (as `fenced_source`) whose label lines end with its tag."""
+    """A fenced source: its label lines ending with its tag, a blank line, its text."""
     n = source.number
     return (f"<<<SOURCE {n}>>>\n{source_label(source)}\n{source_tag(source, record)}\n\n"
             f"{escape_fences(source.text)}\n<<<END SOURCE {n}>>>")
@@ -218,10 +206,11 @@ class _Part:
 
 
 class PromptAssembler:
-    """Six parts under fixed allowances and a whole-prompt cap, counted by `count_tokens`."""
+    """Six parts under fixed allowances and a whole-prompt cap, counted by `count_tokens`; every task
+    ends with `instruction` (`answer.task_instruction`)."""
 
     def __init__(self, count_tokens: Callable[[str], int], allowances: Mapping[str, int], max_tokens: int,
-                 system_prompt: str = AGENT_SYSTEM_PROMPT):
+                 system_prompt: str = AGENT_SYSTEM_PROMPT, instruction: str = TASK_INSTRUCTION):
         missing = set(PART_ORDER) - set(allowances)
         if missing:
             raise ValueError(f"prompt allowances lack {sorted(missing)}")
@@ -229,21 +218,26 @@ class PromptAssembler:
         self.allowances = {name: int(allowances[name]) for name in PART_ORDER}
         self.max_tokens = max_tokens
         self.system_prompt = system_prompt
+        self.instruction = instruction
 
     @classmethod
-    def for_generator(cls, generator: object, agent_config) -> "PromptAssembler":
-        """Allowances and cap from `config.agent`, counted with the generator's tokenizer."""
-        return cls(generator.count_tokens, agent_config.prompt_allowances, agent_config.prompt_max_tokens)
+    def for_generator(cls, generator: object, agent_config: AgentConfig,
+                      instruction: str = TASK_INSTRUCTION) -> "PromptAssembler":
+        """Allowances and cap from `config.agent` (single-shot and runs alike), counted with the
+        generator's tokenizer; `instruction`: `config.answer.task_instruction`."""
+        return cls(generator.count_tokens, agent_config.prompt_allowances, agent_config.prompt_max_tokens,
+                   instruction=instruction)
 
     def assemble(self, task: str, sources: Sequence[Source] = (),
                  records: Mapping[str, DocumentRecord | None] | None = None, tools: Sequence[PromptItem] = (),
                  notes: Sequence[PromptItem] = (), conversation: Sequence[PromptItem] = (),
-                 instruction: str = TASK_INSTRUCTION) -> AssembledPrompt:
+                 system_prompt: str | None = None) -> AssembledPrompt:
         """The prompt for `task` (the question), stable parts first and the task last. `records`:
-        document id → catalog record, for the sources' status and effective date."""
+        document id → catalog record, for the sources' status and effective date. `system_prompt`:
+        the system text of this path (SYSTEM_PROMPT single-shot; by default the assembler's own)."""
         records = records or {}
-        fixed = {SYSTEM: self._fixed(SYSTEM, self.system_prompt),
-                 TASK: self._fixed(TASK, f"Question: {escape_fences(task)}\n\n{instruction}")}
+        fixed = {SYSTEM: self._fixed(SYSTEM, system_prompt or self.system_prompt),
+                 TASK: self._fixed(TASK, f"Question: {escape_fences(task)}\n\n{self.instruction}")}
         by_label = {f"source {s.number}": s for s in sources}
         cuttable = {
             TOOLS: _Part(TOOLS, TOOLS_HEADER, tuple(_escaped(tools)), PART_KEEPS[TOOLS]),
@@ -320,3 +314,12 @@ class PromptAssembler:
 def _escaped(items: Sequence[PromptItem]) -> list[PromptItem]:
     """Tools, turns and summary lines may quote documents or users: no text may forge a fence."""
     return [PromptItem(i.label, escape_fences(i.text)) for i in items]
+
+
+def direct_call_prompt(question: str, sources: Sequence[Source], count_tokens: Callable[[str], int]) -> AssembledPrompt:
+    """The single-shot prompt of a generator called without one (directly: a test, a benchmark),
+    assembled like the answer service's under the default allowances, cap and instruction. No catalog
+    is at hand, so the sources' status and effective date read as not known."""
+    agent = AgentConfig()
+    return PromptAssembler(count_tokens, agent.prompt_allowances, agent.prompt_max_tokens,
+                           SYSTEM_PROMPT).assemble(question, sources)

@@ -31,12 +31,12 @@ from citadel.answer.gate_model import CalibratedGate
 from citadel.answer.glossary import glossary_of
 from citadel.answer.links import LinkPolicy
 from citadel.answer.semantic import ClaimSupport, term_matches
-from citadel.generation.backends import ExtractiveGenerator, messages_for
-from citadel.generation.base import Generator
-from citadel.answer.prompt import PROMPT_VERSION, AssembledPrompt, PromptAssembler, PromptItem, source_records
+from citadel.generation.backends import ExtractiveGenerator
+from citadel.generation.base import Generator, prompt_token_counts
+from citadel.answer.prompt import (AGENT_SYSTEM_PROMPT, PROMPT_VERSION, SYSTEM_PROMPT, AssembledPrompt, PromptAssembler,
+                                   PromptItem, source_records)
 from citadel.answer.text import content_terms, decompound, spell_out_shorthand
-from citadel.answer.validator import (AnswerValidator, ValidatedAnswer, marker_numbers, renumber_markers,
-                                      strip_markers)
+from citadel.answer.validator import AnswerValidator, ValidatedAnswer, marker_numbers, renumber_markers
 from citadel.catalog.base import Catalog
 from citadel.tools.spec import MODEL_TARGET
 from citadel.config import AgentConfig
@@ -104,6 +104,9 @@ class AnswerResponse:
     # judge's probability, what code computed and whether it was kept, removed or corrected. Not public.
     verification: dict | None = None
     bundle_id: str | None = None  # the config bundle that shaped it (citadel/quality/bundle.py)
+    # {"cached", "uncached"}: the prompt tokens the model server served from its prefix cache and
+    # computed, where the backend said them (metrics, the answer log). Not public.
+    prompt_tokens: dict[str, int] | None = None
 
     @property
     def outcome(self) -> str:
@@ -127,15 +130,17 @@ class AnswerTrace:
     drafted: list[Passage] = field(default_factory=list)  # sources the generator's draft cited
     routed: bool = False  # the router answered (refused) before retrieval
     screened: list[Passage] = field(default_factory=list)  # dropped by the planted-instruction screen
-    prompt: dict[str, Any] | None = None  # a run's synthesis: what the budgeted prompt held (prompt_report)
+    prompt: dict[str, Any] | None = None  # what the budgeted prompt held (prompt_report)
 
 
 @dataclass(frozen=True)
 class PromptInputs:
-    """A run's synthesis prompt before assembly: the task (question and checklist), the conversation
-    so far and the user's notes."""
+    """A prompt before assembly: the system text of its path, the task, the conversation so far and
+    the user's notes. Single-shot: SYSTEM_PROMPT and the question; a run's synthesis:
+    AGENT_SYSTEM_PROMPT, the question and its checklist, the conversation and the notes."""
 
     task: str
+    system: str = SYSTEM_PROMPT
     conversation: tuple[PromptItem, ...] = ()
     notes: tuple[PromptItem, ...] = ()
 
@@ -239,13 +244,13 @@ class AnswerService:
                  flagged: Callable[[str, Sequence[Passage]], None] | None = None, bundle_id: str | None = None,
                  verifier=None, personal_data: PersonalDataMasker | None = None, prompt_vault=None,
                  signals=None):
-        """`assembler`: builds the budgeted prompt of a run's synthesis (`compose_from`); by default
-        from the generator's own token count and the default allowances. `passage_filter`: the one
-        planted-instruction screen (citadel/guardrails/planted.py) every retrieved passage and every
-        expanded section passes before a prompt; `flagged(tenant, passages)`: told what it dropped
-        (the documents' owners get a review task); `links`: what an answer may link to (by default
-        nothing: images, HTML and links leave no answer); `bundle_id`: the config bundle every answer
-        names (citadel/quality/bundle.py); `verifier`: the claim verifier every generated answer passes
+        """`assembler`: builds the budgeted prompt of every answer, single-shot and a run's synthesis
+        (`compose_from`); by default from the generator's own token count and the default allowances
+        and instruction. `passage_filter`: the one planted-instruction screen
+        (citadel/guardrails/planted.py) every retrieved passage and every expanded section passes
+        before a prompt; `flagged(tenant, passages)`: told what it dropped (the documents' owners get a
+        review task); `links`: what an answer may link to (by default nothing: images, HTML and links
+        leave no answer); `bundle_id`: the config bundle every answer names (citadel/quality/bundle.py); `verifier`: the claim verifier every generated answer passes
         (citadel/quality/verifier.py; None: the validator alone); `personal_data`: masks the answer log
         (the wiring's knows the catalog's users; default the patterns alone); `prompt_vault`: where what
         the generator was sent and returned is kept, encrypted (None: not kept)."""
@@ -402,8 +407,7 @@ class AnswerService:
     def compose_from(self, principal: Principal, question: str, passages: Sequence[Passage],
                      request_id: str | None = None, task: str | None = None,
                      conversation: Sequence[PromptItem] = (), notes: Sequence[PromptItem] = (),
-                     asked: str | None = None,
-                     lead: Callable[[Sequence[Source]], Any] | None = None) -> AnswerResponse:
+                     asked: str | None = None) -> AnswerResponse:
         """Answer `question` from passages gathered elsewhere (an agentic run's evidence, in the order
         to number them) through the same expand → generate → validate → conflicts → compose stages
         and answer log as `ask`. No retrieval and no gate: a run answers with what it found, so only
@@ -414,9 +418,7 @@ class AnswerService:
         user's notes (already live-checked by the caller), the sources tagged with status and
         effective date, the task last; what went in and what was cut is in `trace.prompt`. `asked`: what
         the generator is asked to answer when it is less than the question (a run's confirmed parts); the
-        answer log keeps the question. `lead(sources)`: a sentence code computes from the numbered
-        sources, to open the answer (a run's decision, citadel/agent/decision.py: `.text` with its
-        markers, `.computed` what code derived for it), or None; it is checked like the draft."""
+        answer log keeps the question."""
         request_id = request_id or uuid.uuid4().hex
         timer = StageTimer()
         with timer.stage("recheck"):
@@ -432,38 +434,36 @@ class AnswerService:
                                       [], trace=trace)
             return self._finish(principal, question, response, timer, {"composed": True})
         log_extra: dict[str, Any] = {"composed": True}
-        prompt = PromptInputs(f"{query}\n{task}" if task else query, tuple(conversation), tuple(notes))
+        prompt = PromptInputs(f"{query}\n{task}" if task else query, AGENT_SYSTEM_PROMPT, tuple(conversation),
+                              tuple(notes))
         response = self._grounded_answer(principal, query, list(passages), partition, request_id, [], timer, trace,
-                                         log_extra, prompt=prompt, lead=lead)
+                                         log_extra, prompt=prompt)
         return self._finish(principal, question, response, timer, log_extra)
 
     def _grounded_answer(self, principal: Principal, query: str, passages: list[Passage], partition: Partition | None,
                          request_id: str, degraded: list[str], timer: StageTimer, trace: AnswerTrace,
                          log_extra: dict[str, Any], decision: GateDecision | None = None,
-                         prompt: PromptInputs | None = None, sources: list[Source] | None = None,
-                         lead: Callable[[Sequence[Source]], Any] | None = None) -> AnswerResponse:
-        """Expand → generate → validate → conflicts → compose over passages already admitted (by the
-        gate, or as a run's evidence); what it did goes into `log_extra` for the answer log. With
-        `prompt` (a run's synthesis), the generator gets the budgeted prompt and the sources it kept."""
+                         prompt: PromptInputs | None = None, sources: list[Source] | None = None) -> AnswerResponse:
+        """Expand → assemble → generate → validate → conflicts → compose over passages already admitted
+        (by the gate, or as a run's evidence); what it did goes into `log_extra` for the answer log.
+        The generator gets the budgeted prompt (`prompt`: a run's synthesis; None: the single-shot
+        one, the question under SYSTEM_PROMPT) and from here on only the sources it kept count: a
+        source cut from the prompt can be neither cited nor validated against."""
         if sources is None:
             with timer.stage("expand"):
                 sources = self._expand(passages, partition, trace)
-        assembled = None
-        if prompt is not None:
-            with timer.stage("assemble"):
-                assembled = self.assembler.assemble(prompt.task, sources,
-                                                    source_records(self.catalog, principal.tenant_id, sources),
-                                                    notes=prompt.notes, conversation=prompt.conversation)
-            sources = list(assembled.sources)
-            trace.prompt = prompt_report(assembled)
+        prompt = prompt or PromptInputs(query)
+        with timer.stage("assemble"):
+            records = source_records(self.catalog, principal.tenant_id, sources)
+            assembled = self.assembler.assemble(prompt.task, sources, records, notes=prompt.notes,
+                                                conversation=prompt.conversation, system_prompt=prompt.system)
+        sources = list(assembled.sources)
+        trace.prompt = prompt_report(assembled)
         trace.sources = [s.passage for s in sources]
         with timer.stage("generate"):
-            draft, model_id = self._generate(prompt.task if prompt else query, sources, degraded, assembled,
-                                             principal.tenant_id)
-        self._keep_prompt(request_id, principal, prompt.task if prompt else query, sources, assembled, draft)
-        opening = lead(sources) if lead is not None else None
-        if opening is not None:  # code's sentence first, then the draft; both pass the checks below
-            draft = f"{opening.text}\n{draft}"
+            draft, model_id, prompt_tokens = self._generate(prompt.task, sources, degraded, assembled,
+                                                            principal.tenant_id)
+        self._keep_prompt(request_id, principal, prompt.task, assembled, draft)
         by_number = {s.number: s.passage for s in sources}
         trace.drafted = [by_number[n] for n in dict.fromkeys(marker_numbers(draft)) if n in by_number]
         recomputed = None
@@ -472,23 +472,22 @@ class AnswerService:
                 recomputed = self.verifier.recompute(draft, sources)
         with timer.stage("validate"):
             support = self._claim_support(partition, sources) if partition is not None else None
-            computed = dict(recomputed.computed) if recomputed else {}
-            if opening is not None:  # what the lead's code derived is evidence for its figures, as the verifier's
-                key = strip_markers(opening.text).lower()
-                computed[key] = f"{computed.get(key, '')} {opening.computed}".strip()
             validated = self.validator.validate(query, recomputed.text if recomputed else draft, sources, support,
-                                                computed)
+                                                recomputed.computed if recomputed else None)
         verification = self._verify(query, validated, sources, recomputed, degraded, timer)
         with timer.stage("validate"):
-            conflicts = self._topical_conflicts(query, sources, partition, principal.tenant_id)
+            conflicts = self._topical_conflicts(query, sources, partition, records)
             answer, citations, conflict_dicts = compose(validated, sources, conflicts)
         log_extra.update(model_id=model_id, sources=[_source_log(s) for s in sources],
                          validation={"fallback": validated.fallback, "removed": validated.removed})
         if verification is not None:
             log_extra["verification"] = verification
+        if prompt_tokens is not None:
+            log_extra["prompt_tokens"] = trace.prompt["prompt_tokens"] = prompt_tokens
         return AnswerResponse(request_id, answer, False, None, degraded, citations, conflict_dicts,
                               passages=passages, gate=decision, trace=trace,
-                              invalid_markers=validated.removed["markers"], verification=verification)
+                              invalid_markers=validated.removed["markers"], verification=verification,
+                              prompt_tokens=prompt_tokens)
 
     def _verify(self, query: str, validated: ValidatedAnswer, sources: Sequence[Source], recomputed,
                 degraded: list[str], timer: StageTimer) -> dict | None:
@@ -619,9 +618,10 @@ class AnswerService:
         except Exception:
             return None
 
-    def _generate(self, question: str, sources: Sequence[Source], degraded: list[str],
-                  prompt: AssembledPrompt | None = None, tenant_id: str | None = None) -> tuple[str, str]:
-        if self.paused is not None and tenant_id is not None and self.paused(tenant_id, MODEL_TARGET):
+    def _generate(self, question: str, sources: Sequence[Source], degraded: list[str], prompt: AssembledPrompt,
+                  tenant_id: str) -> tuple[str, str, dict[str, int] | None]:
+        """(text, model id, the prompt's cached and uncached tokens where the backend said them)."""
+        if self.paused is not None and self.paused(tenant_id, MODEL_TARGET):
             return self._quoted(question, sources, prompt, degraded, Degradation.MODEL_PAUSED)
         try:
             # A composite generator (primary, then secondary) names the backend that answered.
@@ -629,29 +629,26 @@ class AnswerService:
         except Exception:  # any backend failure: the deterministic quotes still answer, visibly
             return self._quoted(question, sources, prompt, degraded, Degradation.GENERATOR_FALLBACK)
         degraded.extend(downgrades)
-        return text, model_id
+        return text, model_id, prompt_token_counts(self.generator)  # read on this thread, right after its call
 
-    def _quoted(self, question: str, sources: Sequence[Source], prompt: AssembledPrompt | None, degraded: list[str],
-                why: Degradation) -> tuple[str, str]:
+    def _quoted(self, question: str, sources: Sequence[Source], prompt: AssembledPrompt, degraded: list[str],
+                why: Degradation) -> tuple[str, str, None]:
         """The extractive generator's quotes instead of the model's answer, and the reason, visibly."""
         degraded.append(why)
-        return self._fallback_generator.generate(question, sources, prompt), self._fallback_generator.model_id
+        return self._fallback_generator.generate(question, sources, prompt), self._fallback_generator.model_id, None
 
     def _topical_conflicts(self, question: str, sources: Sequence[Source], partition: Partition | None,
-                           tenant_id: str) -> list[Conflict]:
+                           records: dict) -> list[Conflict]:
         """Conflicts between sources that both address the question: an older edition retrieved
-        for some other section is not a conflict about this answer, just noise."""
-        conflicts = detect_conflicts(sources, self._records(tenant_id, sources))
+        for some other section is not a conflict about this answer, just noise. `records`: the
+        sources' catalog records (`source_records`)."""
+        conflicts = detect_conflicts(sources, records)
         if not conflicts or partition is None:
             return conflicts
         idf, question_terms = term_idf(partition), set(content_terms(question))
         threshold = self.gate.thresholds.min_coverage
         on_topic = {s.number for s in sources if weighted_coverage(question_terms, source_terms(s), idf) >= threshold}
         return [c for c in conflicts if set(c.source_numbers) <= on_topic]
-
-    def _records(self, tenant_id: str, sources: Sequence[Source]) -> dict:
-        documents = {s.passage.document_id for s in sources}
-        return {d: self.catalog.get_document(tenant_id, d) for d in documents}
 
     # ------------------------------------------------------------------ logging
     def _finish(self, principal: Principal, question: str, response: AnswerResponse, timer: StageTimer,
@@ -709,16 +706,15 @@ class AnswerService:
                                 correlation_id=correlation_id, cached=cached)
         self._maybe_purge()
 
-    def _keep_prompt(self, request_id: str, principal: Principal, question: str, sources: Sequence[Source],
-                     prompt: AssembledPrompt | None, reply: str) -> None:
+    def _keep_prompt(self, request_id: str, principal: Principal, question: str, prompt: AssembledPrompt,
+                     reply: str) -> None:
         """Keep what the generator was sent and returned, encrypted, for investigation. Never a question
         holding a card number or a secret (the reply promised it was not stored); a vault that fails
         costs the record, never the answer."""
         if self.prompt_vault is None or sensitive_data_kind(question):
             return
         try:
-            self.prompt_vault.put(request_id, principal.tenant_id, principal.user_id,
-                                  messages_for(question, sources, prompt), reply)
+            self.prompt_vault.put(request_id, principal.tenant_id, principal.user_id, prompt.messages(), reply)
         except Exception as error:
             log.warning("prompt not kept for request %s: %s", request_id, type(error).__name__)
 

@@ -22,9 +22,9 @@ from typing import Sequence
 
 from citadel import regex
 from citadel.answer.expand import Source
-from citadel.answer.prompt import AssembledPrompt, build_messages
+from citadel.answer.prompt import AssembledPrompt, direct_call_prompt
 from citadel.answer.text import content_terms, document_name, sentence_pieces
-from citadel.generation.base import Generator, GeneratorError, approximate_tokens
+from citadel.generation.base import Generator, GeneratorError, ThreadStats, approximate_tokens
 from citadel.resilience.deadline import time_left
 
 # Each step down the source ranking discounts a sentence's score by this much (relative), so the
@@ -189,9 +189,13 @@ def _greedy_cover(question_terms: set[str], candidates: Sequence[Evidence], max_
     return chosen
 
 
-def messages_for(question: str, sources: Sequence[Source], prompt: AssembledPrompt | None) -> list[dict[str, str]]:
-    """The chat messages a model backend sends: the run's budgeted prompt, or the question's own."""
-    return prompt.messages() if prompt is not None else build_messages(question, sources)
+def messages_for(generator: Generator, question: str, sources: Sequence[Source],
+                 prompt: AssembledPrompt | None) -> list[dict[str, str]]:
+    """The chat messages a model backend sends: the budgeted prompt the answer service assembled;
+    called without one, the same single-shot assembly under the defaults (`direct_call_prompt`)."""
+    if prompt is None:
+        prompt = direct_call_prompt(question, sources, generator.count_tokens)
+    return prompt.messages()
 
 
 # With the reader: a sentence holding a value of the asked slot ranks ahead of one this much likelier
@@ -344,7 +348,12 @@ class LocalLLMGenerator(Generator):
     def __init__(self, max_new_tokens: int = 256, gguf_path: Path | None = None):
         self.max_new_tokens = max_new_tokens
         self._gguf_path = gguf_path
-        self.last_stats: dict[str, float] = {}
+        self._stats = ThreadStats()
+
+    @property
+    def last_stats(self) -> dict[str, float]:
+        """Tokens and seconds of this thread's last generation."""
+        return self._stats.get()
 
     def _loaded(self) -> LoadedLM:
         return load_local_lm(str(local_model_path(self._gguf_path)))
@@ -363,7 +372,8 @@ class LocalLLMGenerator(Generator):
 
         loaded = self._loaded()
         tokenizer, model = loaded.tokenizer, loaded.model
-        text = tokenizer.apply_chat_template(messages_for(question, sources, prompt), tokenize=False,
+        self._stats.clear()
+        text = tokenizer.apply_chat_template(messages_for(self, question, sources, prompt), tokenize=False,
                                              add_generation_prompt=True)
         inputs = tokenizer(text, return_tensors="pt")
         started = time.perf_counter()
@@ -373,8 +383,11 @@ class LocalLLMGenerator(Generator):
                                     pad_token_id=tokenizer.pad_token_id)
         new_tokens = output[0, inputs["input_ids"].shape[1]:]
         seconds = time.perf_counter() - started
-        self.last_stats = {"prompt_tokens": int(inputs["input_ids"].shape[1]), "new_tokens": int(len(new_tokens)),
-                           "seconds": seconds, "load_seconds": loaded.load_seconds}
+        prompt_tokens = int(inputs["input_ids"].shape[1])
+        # transformers' generate keeps no cache between calls: every prompt token is computed afresh.
+        self._stats.set({"prompt_tokens": prompt_tokens, "cached_prompt_tokens": 0,
+                         "uncached_prompt_tokens": prompt_tokens, "new_tokens": int(len(new_tokens)),
+                         "seconds": seconds, "load_seconds": loaded.load_seconds})
         return tokenizer.decode(new_tokens, skip_special_tokens=True).strip()
 
 
@@ -391,7 +404,9 @@ class OpenAICompatibleGenerator(Generator):
     """POST /v1/chat/completions on vLLM, Ray Serve LLM or any server speaking that protocol.
 
     Its model's tokenizer is on the server, not here: `count_tokens` is the inherited approximation
-    (citadel.generation.base.approximate_tokens), which overestimates prose on the safe side."""
+    (citadel.generation.base.approximate_tokens), which overestimates prose on the safe side.
+    `last_stats`: the token counts the server reported for this thread's last call (its `usage`: prompt
+    and completion tokens, and the prompt tokens its prefix cache served, as OpenAI and vLLM say them)."""
 
     def __init__(self, base_url: str, model: str, api_key: str | None = None, timeout: float = 30.0,
                  max_tokens: int = 256):
@@ -401,10 +416,15 @@ class OpenAICompatibleGenerator(Generator):
         self._api_key = api_key
         self.timeout = timeout
         self.max_tokens = max_tokens
+        self._stats = ThreadStats()
+
+    @property
+    def last_stats(self) -> dict[str, int]:
+        return self._stats.get()
 
     def _request(self, question: str, sources: Sequence[Source],
                  prompt: AssembledPrompt | None = None) -> urllib.request.Request:
-        body = {"model": self.model, "messages": messages_for(question, sources, prompt),
+        body = {"model": self.model, "messages": messages_for(self, question, sources, prompt),
                 "max_tokens": self.max_tokens, "temperature": 0.0}
         headers = {"Content-Type": "application/json"}
         if self._api_key:
@@ -412,6 +432,7 @@ class OpenAICompatibleGenerator(Generator):
         return urllib.request.Request(self.url, data=json.dumps(body).encode(), headers=headers, method="POST")
 
     def generate(self, question: str, sources: Sequence[Source], prompt: AssembledPrompt | None = None) -> str:
+        self._stats.clear()
         request = self._request(question, sources, prompt)
         try:
             # At most its own timeout, and never past the request's deadline (citadel.resilience.deadline).
@@ -420,9 +441,28 @@ class OpenAICompatibleGenerator(Generator):
         except (urllib.error.URLError, TimeoutError, OSError, ValueError) as error:
             raise GeneratorError(f"generation request to {self.url} failed: {error}", code="generator_failed") from error
         try:
-            return str(payload["choices"][0]["message"]["content"]).strip()
+            text = str(payload["choices"][0]["message"]["content"]).strip()
         except (KeyError, IndexError, TypeError) as error:
             raise GeneratorError(f"unexpected response from {self.url}", code="generator_failed") from error
+        self._stats.set(usage_stats(payload.get("usage")))
+        return text
+
+
+def usage_stats(usage: object) -> dict[str, int]:
+    """The token counts of a chat completion's `usage` block that the server stated: prompt and
+    completion tokens, and — when it says how many prompt tokens its prefix cache served
+    (`prompt_tokens_details.cached_tokens`) — cached and uncached prompt tokens. A missing or odd
+    block states nothing."""
+    if not isinstance(usage, dict):
+        return {}
+    stats = {name: value for name in ("prompt_tokens", "completion_tokens")
+             if isinstance(value := usage.get(name), int) and not isinstance(value, bool) and value >= 0}
+    details = usage.get("prompt_tokens_details")
+    cached = details.get("cached_tokens") if isinstance(details, dict) else None
+    if "prompt_tokens" in stats and isinstance(cached, int) and not isinstance(cached, bool) \
+            and 0 <= cached <= stats["prompt_tokens"]:
+        stats.update(cached_prompt_tokens=cached, uncached_prompt_tokens=stats["prompt_tokens"] - cached)
+    return stats
 
 
 def make_generator(config, reader=None) -> Generator:

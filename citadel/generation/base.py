@@ -12,13 +12,16 @@ generator it holds:
   an OpenAI-compatible server whose tokenizer is not here) uses `approximate_tokens`, a deliberate
   overestimate. A composite counts with its primary.
 A backend that cannot produce text raises `GeneratorError`; the service then falls back to the
-extractive generator, visibly.
+extractive generator, visibly. A backend that measures its calls keeps `last_stats` per thread (one
+generator serves concurrent requests); `prompt_token_counts` reads the cached and uncached prompt
+tokens from it where the backend said them.
 """
 
 from __future__ import annotations
 
 import math
-from typing import Protocol, Sequence, runtime_checkable
+import threading
+from typing import Any, Protocol, Sequence, runtime_checkable
 
 from citadel.answer.expand import Source
 from citadel.answer.prompt import AssembledPrompt
@@ -71,3 +74,31 @@ def approximate_tokens(text: str) -> int:
     """Words and punctuation marks × APPROX_TOKENS_PER_WORD, rounded up: a model-free estimate for a
     backend whose tokenizer is not available here."""
     return math.ceil(words_and_marks(text) * APPROX_TOKENS_PER_WORD)
+
+
+class ThreadStats:
+    """What a backend measured on its last call on this thread: concurrent requests share one
+    generator, so one request must never read another's counts."""
+
+    def __init__(self) -> None:
+        self._local = threading.local()
+
+    def get(self) -> dict[str, Any]:
+        return dict(getattr(self._local, "stats", {}))
+
+    def set(self, stats: dict[str, Any]) -> None:
+        self._local.stats = dict(stats)
+
+    def clear(self) -> None:
+        self._local.stats = {}
+
+
+def prompt_token_counts(generator: object) -> dict[str, int] | None:
+    """{"cached": n, "uncached": m}: the prompt tokens of the generator's last call on this thread that
+    the model server served from its prefix cache and that it computed, when the backend said them
+    (`last_stats`); None otherwise (the extractive generator, a remote stage, a server without usage)."""
+    stats = getattr(generator, "last_stats", None) or {}
+    cached, uncached = stats.get("cached_prompt_tokens"), stats.get("uncached_prompt_tokens")
+    if not isinstance(cached, int) or not isinstance(uncached, int):
+        return None
+    return {"cached": cached, "uncached": uncached}

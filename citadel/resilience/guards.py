@@ -120,10 +120,16 @@ class ResilientGenerator:
         self._primary_guard = primary_guard
         self._secondary = secondary
         self._secondary_guard = secondary_guard or Guard()
+        self._answered = threading.local()  # the backend that answered this thread's last call
 
     @property
     def model_id(self) -> str:
         return self._primary.model_id
+
+    @property
+    def last_stats(self) -> dict:
+        """What the backend that answered this thread's last call measured (its `last_stats`)."""
+        return dict(getattr(getattr(self._answered, "backend", None), "last_stats", None) or {})
 
     def count_tokens(self, text: str) -> int:
         """Counted as the primary generator counts (its tokenizer decides what fits a prompt)."""
@@ -134,13 +140,16 @@ class ResilientGenerator:
 
     def generate_with_status(self, question: str, sources, prompt=None) -> tuple[str, str, list[str]]:
         """(text, model id, downgrades). Raises when both backends are out."""
+        self._answered.backend = None
         try:
-            return (self._primary_guard.call(self._primary.generate, question, sources, prompt),
-                    self._primary.model_id, [])
+            text = self._primary_guard.call(self._primary.generate, question, sources, prompt)
+            self._answered.backend = self._primary
+            return text, self._primary.model_id, []
         except Exception:
             if self._secondary is None:
                 raise
         text = self._secondary_guard.call(self._secondary.generate, question, sources, prompt)
+        self._answered.backend = self._secondary
         return text, self._secondary.model_id, [Degradation.GENERATOR_SECONDARY]
 
 

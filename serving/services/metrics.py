@@ -49,6 +49,7 @@ MS_PER_S = 1000.0
 # A person's approval decision takes seconds (a test, a quick reviewer) to days (expiry is at most 30 days).
 DECISION_BUCKETS_S = (1, 10, 30, 60, 300, 900, 1800, 3600, 7200, 14400, 28800, 86400, 172800, 604800, 2592000)
 HONEYPOT_OUTCOMES = ("caught", "missed", "expired")
+PROMPT_TOKEN_KINDS = ("cached", "uncached")
 
 
 class ApiMetrics:
@@ -66,6 +67,9 @@ class ApiMetrics:
         self.refusals = Counter("citadel_refusals_total", "Refused answers by reason.", ["reason"], registry=r)
         self.degraded = Counter("citadel_degraded_total", "Responses with a visible downgrade, by what.",
                                 ["what"], registry=r)
+        self.prompt_tokens = Counter("citadel_prompt_tokens_total", "Prompt tokens of generated answers, by kind: "
+                                     "cached (served from the model server's prefix cache) or uncached, where the "
+                                     "generator's backend says them.", ["kind"], registry=r)
         self.budget_rejections = Counter("citadel_budget_rejections_total", "Requests refused by a user budget.",
                                          ["tenant"], registry=r)
         self.breaker_transitions = Counter("citadel_breaker_transitions_total", "Breaker state changes.",
@@ -183,6 +187,12 @@ class ApiMetrics:
         self.approval_decisions.labels(tool, decision).inc()
         if seconds is not None:
             self.approval_decision_time.labels(tool).observe(max(0.0, seconds))
+
+    def count_prompt_tokens(self, counts: dict[str, int] | None) -> None:
+        """An answer's prompt tokens ({"cached", "uncached"}: AnswerResponse.prompt_tokens); None: not said."""
+        for kind in PROMPT_TOKEN_KINDS:
+            if counts and counts.get(kind):
+                self.prompt_tokens.labels(kind).inc(counts[kind])
 
     def observe_stages(self, timings_ms: dict[str, float]) -> None:
         for stage, ms in timings_ms.items():

@@ -150,6 +150,7 @@ class QueryService:
 
     def _record_answer(self, request_id: str, response, body: dict, correlation_id: str | None = None) -> None:
         self.metrics.observe_stages({k: v for k, v in response.timings_ms.items() if k != "total"})
+        self.metrics.count_prompt_tokens(response.prompt_tokens)
         if body["refused"]:
             self.metrics.refusals.labels(body["reason"] or "unknown").inc()
         for what in body["degraded"]:

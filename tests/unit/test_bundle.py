@@ -48,6 +48,16 @@ def test_retrieval_and_model_choices_are_in_the_bundle():
     assert "models.generator.backend" in keys
 
 
+def test_a_changed_task_instruction_changes_the_id():
+    base = config()
+    before = effective_bundle(base)
+    thorough = "Be thorough and complete: cover every detail the sources give, citing sources with [n] markers."
+    after = effective_bundle(changed(base, "answer", task_instruction=thorough))
+    assert before.id != after.id
+    [change] = diff(before, after)
+    assert (change.key, change.new) == ("answer.task_instruction", thorough)
+
+
 def test_a_changed_prompt_text_changes_the_id(monkeypatch):
     from citadel.answer import prompt
 

@@ -2,17 +2,18 @@
 
 from __future__ import annotations
 
+import threading
 import time
 
 import pytest
 
 from citadel.answer.expand import Source
 from citadel.generation.backends import (ExtractiveGenerator, LocalLLMGenerator, OpenAICompatibleGenerator,
-                                       chat_completions_url, make_generator, smollm2_gguf_path)
-from citadel.generation.base import GeneratorError
+                                       chat_completions_url, make_generator, smollm2_gguf_path, usage_stats)
+from citadel.generation.base import GeneratorError, prompt_token_counts
 from citadel.config import AnswerConfig, CitadelConfig
 from citadel.types import Passage
-from tests.chat_server import ChatServer, completion
+from tests.chat_server import ChatServer, completion, scripted
 
 SOURCES = [Source(1, Passage("t:travel:v1:0001", "Contractors need approval from the contracting officer.",
                              "travel", "Travel policy", 1, "Travel policy > Approval", None, "travel.md", 1.0),
@@ -36,6 +37,35 @@ def test_openai_compatible_posts_fenced_sources_and_returns_the_text():
     assert [m["role"] for m in body["messages"]] == ["system", "user"]
     assert "<<<SOURCE 1>>>" in body["messages"][1]["content"]
     assert generator.model_id == "openai_compatible:served-model"
+
+
+def test_openai_compatible_reports_cached_and_uncached_prompt_tokens():
+    usage = {"prompt_tokens": 1200, "completion_tokens": 40, "total_tokens": 1240,
+             "prompt_tokens_details": {"cached_tokens": 1024}}
+    with ChatServer(scripted((200, completion("The contracting officer approves [1].", usage)),
+                             "No usage block [1].")) as stub:
+        generator = OpenAICompatibleGenerator(stub.url, "m", timeout=5)
+        generator.generate("Who approves contractors?", SOURCES)
+        assert generator.last_stats == {"prompt_tokens": 1200, "completion_tokens": 40, "cached_prompt_tokens": 1024,
+                                        "uncached_prompt_tokens": 176}
+        assert prompt_token_counts(generator) == {"cached": 1024, "uncached": 176}
+        seen: list = []  # another thread's call is its own: this thread's counts are not its
+        worker = threading.Thread(target=lambda: seen.append(generator.last_stats))
+        worker.start()
+        worker.join()
+        assert seen == [{}]
+        generator.generate("q", SOURCES)
+    assert generator.last_stats == {} and prompt_token_counts(generator) is None, "nothing said, nothing reported"
+
+
+def test_usage_blocks_state_only_what_the_server_said():
+    assert usage_stats({"prompt_tokens": 10, "completion_tokens": 2}) == {"prompt_tokens": 10, "completion_tokens": 2}
+    assert usage_stats({"prompt_tokens": 10, "prompt_tokens_details": {"cached_tokens": None}}) == {"prompt_tokens": 10}
+    uncached = usage_stats({"prompt_tokens": 10, "prompt_tokens_details": {"cached_tokens": 0}})
+    assert uncached["cached_prompt_tokens"] == 0 and uncached["uncached_prompt_tokens"] == 10
+    assert usage_stats({"prompt_tokens": 5, "prompt_tokens_details": {"cached_tokens": 9}}) == {"prompt_tokens": 5}
+    assert usage_stats({"prompt_tokens": "many", "completion_tokens": -1}) == {}
+    assert usage_stats(None) == usage_stats([1]) == {}
 
 
 def test_openai_compatible_failures_raise_generator_error():

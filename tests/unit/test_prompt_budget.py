@@ -13,8 +13,8 @@ import math
 import pytest
 
 from citadel.answer.expand import ExpansionBudget, SectionExpander, Source, parent_heading
-from citadel.answer.prompt import (ALLOWANCE, CAP, NOTES_HEADER, PART_ORDER, SOURCES, PromptAssembler, PromptItem,
-                                   PromptTooLarge, build_messages, source_records)
+from citadel.answer.prompt import (ALLOWANCE, CAP, NOTES_HEADER, PART_ORDER, SOURCES, SYSTEM_PROMPT, PromptAssembler,
+                                   PromptItem, PromptTooLarge, direct_call_prompt, source_records)
 from citadel.catalog.base import DocumentRecord
 from citadel.config import AgentConfig
 from citadel.generation.backends import ExtractiveGenerator, LocalLLMGenerator, OpenAICompatibleGenerator
@@ -186,10 +186,20 @@ def test_forged_fences_in_any_part_are_escaped():
     assert user.count("<<<SOURCE") == 1 and user.count("<<<END SOURCE") == 1 and ">>> x" not in user
 
 
-def test_build_messages_is_unchanged_for_the_generators():
-    messages = build_messages("Q?", [source(1, "Some text.")])
-    assert [m["role"] for m in messages] == ["system", "user"]
-    assert "Status:" not in messages[1]["content"], "the plain prompt carries no tags"
+def test_the_task_ends_with_the_configured_instruction():
+    thorough = "Be thorough and complete: cover every detail the sources give, citing sources with [n] markers."
+    prompt = PromptAssembler(words, ALLOWANCES, 10_000, instruction=thorough).assemble("Q?", [source(1, "Text.")])
+    assert prompt.messages()[1]["content"].endswith(f"Question: Q?\n\n{thorough}")
+    built = PromptAssembler.for_generator(ExtractiveGenerator(), AgentConfig(), thorough)
+    assert built.assemble("Q?").part("task").text.endswith(thorough)
+
+
+def test_a_generator_called_without_a_prompt_sends_the_single_shot_assembly():
+    prompt = direct_call_prompt("Q?", [source(1, "Some text.")], words)
+    system, user = (m["content"] for m in prompt.messages())
+    assert system == SYSTEM_PROMPT, "the single-shot system text, not the agent's"
+    assert "Status: unknown; effective date: not stated" in user, "no catalog at hand: tagged as not known"
+    assert user.startswith("Sources:\n<<<SOURCE 1>>>") and user.endswith("citing sources with [n] markers.")
 
 
 # ----------------------------------------------------------------------------- parent-section expansion
