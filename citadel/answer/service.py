@@ -36,7 +36,8 @@ from citadel.generation.base import Generator, prompt_token_counts
 from citadel.answer.prompt import (AGENT_SYSTEM_PROMPT, PROMPT_VERSION, SYSTEM_PROMPT, AssembledPrompt, PromptAssembler,
                                    PromptItem, source_records)
 from citadel.answer.text import content_terms, decompound, spell_out_shorthand
-from citadel.answer.validator import AnswerValidator, ValidatedAnswer, marker_numbers, renumber_markers
+from citadel.answer.validator import (AnswerValidator, ValidatedAnswer, marker_numbers, renumber_markers,
+                                      strip_markers)
 from citadel.catalog.base import Catalog
 from citadel.tools.spec import MODEL_TARGET
 from citadel.config import AgentConfig
@@ -407,7 +408,8 @@ class AnswerService:
     def compose_from(self, principal: Principal, question: str, passages: Sequence[Passage],
                      request_id: str | None = None, task: str | None = None,
                      conversation: Sequence[PromptItem] = (), notes: Sequence[PromptItem] = (),
-                     asked: str | None = None) -> AnswerResponse:
+                     asked: str | None = None,
+                     lead: Callable[[Sequence[Source]], Any] | None = None) -> AnswerResponse:
         """Answer `question` from passages gathered elsewhere (an agentic run's evidence, in the order
         to number them) through the same expand → generate → validate → conflicts → compose stages
         and answer log as `ask`. No retrieval and no gate: a run answers with what it found, so only
@@ -418,7 +420,9 @@ class AnswerService:
         user's notes (already live-checked by the caller), the sources tagged with status and
         effective date, the task last; what went in and what was cut is in `trace.prompt`. `asked`: what
         the generator is asked to answer when it is less than the question (a run's confirmed parts); the
-        answer log keeps the question."""
+        answer log keeps the question. `lead(sources)`: a sentence code computes from the numbered
+        sources, to open the answer (a run's decision, citadel/agent/decision.py: `.text` with its
+        markers, `.computed` what code derived for it), or None; it is checked like the draft."""
         request_id = request_id or uuid.uuid4().hex
         timer = StageTimer()
         with timer.stage("recheck"):
@@ -437,13 +441,14 @@ class AnswerService:
         prompt = PromptInputs(f"{query}\n{task}" if task else query, AGENT_SYSTEM_PROMPT, tuple(conversation),
                               tuple(notes))
         response = self._grounded_answer(principal, query, list(passages), partition, request_id, [], timer, trace,
-                                         log_extra, prompt=prompt)
+                                         log_extra, prompt=prompt, lead=lead)
         return self._finish(principal, question, response, timer, log_extra)
 
     def _grounded_answer(self, principal: Principal, query: str, passages: list[Passage], partition: Partition | None,
                          request_id: str, degraded: list[str], timer: StageTimer, trace: AnswerTrace,
                          log_extra: dict[str, Any], decision: GateDecision | None = None,
-                         prompt: PromptInputs | None = None, sources: list[Source] | None = None) -> AnswerResponse:
+                         prompt: PromptInputs | None = None, sources: list[Source] | None = None,
+                         lead: Callable[[Sequence[Source]], Any] | None = None) -> AnswerResponse:
         """Expand → assemble → generate → validate → conflicts → compose over passages already admitted
         (by the gate, or as a run's evidence); what it did goes into `log_extra` for the answer log.
         The generator gets the budgeted prompt (`prompt`: a run's synthesis; None: the single-shot
@@ -464,6 +469,9 @@ class AnswerService:
             draft, model_id, prompt_tokens = self._generate(prompt.task, sources, degraded, assembled,
                                                             principal.tenant_id)
         self._keep_prompt(request_id, principal, prompt.task, assembled, draft)
+        opening = lead(sources) if lead is not None else None
+        if opening is not None:  # code's sentence first, then the draft; both pass the checks below
+            draft = f"{opening.text}\n{draft}"
         by_number = {s.number: s.passage for s in sources}
         trace.drafted = [by_number[n] for n in dict.fromkeys(marker_numbers(draft)) if n in by_number]
         recomputed = None
@@ -472,8 +480,12 @@ class AnswerService:
                 recomputed = self.verifier.recompute(draft, sources)
         with timer.stage("validate"):
             support = self._claim_support(partition, sources) if partition is not None else None
+            computed = dict(recomputed.computed) if recomputed else {}
+            if opening is not None:  # what the lead's code derived is evidence for its figures, as the verifier's
+                key = strip_markers(opening.text).lower()
+                computed[key] = f"{computed.get(key, '')} {opening.computed}".strip()
             validated = self.validator.validate(query, recomputed.text if recomputed else draft, sources, support,
-                                                recomputed.computed if recomputed else None)
+                                                computed)
         verification = self._verify(query, validated, sources, recomputed, degraded, timer)
         with timer.stage("validate"):
             conflicts = self._topical_conflicts(query, sources, partition, records)
