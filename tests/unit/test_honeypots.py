@@ -195,7 +195,7 @@ def test_the_planter_reads_its_config():
     config = ToolsConfig(honeypot_rate=0.25, honeypot_seed=8, honeypot_decoy_accounts=["globex"])
     planter = HoneypotPlanter.from_config(config)
     assert (planter.rate, planter.decoy_accounts) == (0.25, ("globex",))
-    assert ToolsConfig().honeypot_rate == 0.01 and ToolsConfig().eval_dir is None
+    assert ToolsConfig().honeypot_rate == 0.01
     with pytest.raises(ValueError):
         ToolsConfig(honeypot_rate=2)
     with pytest.raises(ValueError):
