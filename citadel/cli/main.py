@@ -108,8 +108,10 @@ _add_tools()
 
 def _add_quality() -> None:
     from citadel.cli.bundle_cmd import bundle_app
+    from citadel.cli.quality_cmd import quality_app
 
     app.add_typer(bundle_app, name="bundle")
+    app.add_typer(quality_app, name="quality")
 
 
 _add_quality()
