@@ -130,3 +130,25 @@ def test_a_failing_listener_never_fails_the_answer(clock):
     signals.add_listener(broken)
     signals.observe("acme", "alice", "r1", HOTEL, {})
     assert signals.observe("acme", "alice", "r2", HOTEL_AGAIN, {}) == {"rephrase_of": "r1"}
+
+
+def test_the_metrics_count_signals_and_votes_with_bounded_labels():
+    from serving.services.metrics import ApiMetrics, TenantLabels
+
+    metrics = ApiMetrics(TenantLabels(max_tenants=1))
+    metrics.answer_signals(AnswerSignals("acme", "r1", {"kept": 3, "removed": 1, "corrected": 0}, 0.2, True))
+    metrics.answer_signals(AnswerSignals("acme", None, {}, 0.6, False))
+    metrics.answer_signals(AnswerSignals("globex", "r7"))  # a second tenant over the bound: "other"
+    for vote, reason in (("down", "outdated"), ("down", "outdated"), ("down", None), ("up", None)):
+        metrics.feedback_recorded("acme", vote, reason)
+    exposed = metrics.render().decode()
+    for sample in ('citadel_questions_total{tenant="acme"} 2.0', 'citadel_rephrase_total{tenant="acme"} 1.0',
+                   'citadel_rephrase_total{tenant="other"} 1.0', 'citadel_verifier_claims_total{verdict="kept"} 3.0',
+                   'citadel_verifier_claims_total{verdict="removed"} 1.0',
+                   'citadel_scored_answers_total{tenant="acme"} 2.0', 'citadel_low_best_score_total{tenant="acme"} 1.0',
+                   'citadel_feedback_total{reason="outdated",tenant="acme",vote="down"} 2.0',
+                   'citadel_feedback_total{reason="none",tenant="acme",vote="down"} 1.0',
+                   'citadel_feedback_total{reason="none",tenant="acme",vote="up"} 1.0'):
+        assert sample in exposed, sample
+    assert 'verdict="corrected"' not in exposed, "a zero count adds no series"
+    assert 'citadel_scored_answers_total{tenant="other"}' not in exposed, "an unscored answer is not in the denominator"
