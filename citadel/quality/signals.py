@@ -17,6 +17,7 @@ A signal never fails an answer: anything that goes wrong here costs the signal, 
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import threading
 import time
@@ -41,13 +42,14 @@ DEFAULT_MAX_USERS = 10_000
 @dataclass
 class _LastQuestion:
     request_id: str
-    text: str
+    words: str  # a digest of the question's words (to tell a retry from a rephrase)
     vector: np.ndarray | None
     at: float
+    text: str | None = None  # kept only while its vector is unknown (it may have to be embedded)
 
 
-def _same_words(a: str, b: str) -> bool:
-    return " ".join(a.lower().split()) == " ".join(b.lower().split())
+def _words_digest(text: str) -> str:
+    return hashlib.sha256(" ".join(text.lower().split()).encode()).hexdigest()
 
 
 def cosine(a: np.ndarray, b: np.ndarray) -> float:
@@ -62,9 +64,10 @@ class RephraseDetector:
     `min_similarity` cosine to it by embedding (`embed(text) -> vector`).
 
     The memory is in-process and bounded: the last question of at most `max_users` (tenant, user)
-    pairs, the least recently asking dropped first, and none older than the window (a question's text
-    is kept no longer than it can matter). One replica sees its own users: two questions of one user
-    that land on two replicas are not compared, so the count errs low, never high.
+    pairs, the least recently asking dropped first, and none older than the window (pruned as
+    questions arrive); of a question, its vector and a digest of its words, its text only while its
+    vector is unknown. One replica sees its own users: two questions of one user that land on two
+    replicas are not compared, so the count errs low, never high.
     A question's vector is the caller's when it has one (the retrieval embedded the question
     already); otherwise it is embedded only when there is a previous question to compare it with."""
 
@@ -100,13 +103,13 @@ class RephraseDetector:
         with self._lock:
             self._forget_before(now - self.window_s)
             previous = self._last.get(key)
-        rephrase_of = None
-        if previous is not None and not _same_words(previous.text, text):
+        rephrase_of, words = None, _words_digest(text)
+        if previous is not None and previous.words != words:
             vector, similarity = self._similarity(previous, text, vector)
             if similarity is not None and similarity >= self.min_similarity:
                 rephrase_of = previous.request_id
         with self._lock:
-            self._last[key] = _LastQuestion(request_id, text, vector, now)
+            self._last[key] = _LastQuestion(request_id, words, vector, now, text if vector is None else None)
             self._last.move_to_end(key)
             while len(self._last) > self.max_users:
                 self._last.popitem(last=False)
@@ -118,7 +121,7 @@ class RephraseDetector:
         comparison only."""
         try:
             vector = vector if vector is not None else self._embed(text)
-            earlier = previous.vector if previous.vector is not None else self._embed(previous.text)
+            earlier = previous.vector if previous.vector is not None else self._embed(previous.text or "")
         except Exception as error:  # noqa: BLE001 — a signal never fails the answer
             log.warning("rephrase check skipped: %s", type(error).__name__)
             return vector, None
