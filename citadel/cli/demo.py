@@ -18,6 +18,7 @@ from rich.console import Console
 from rich.panel import Panel
 
 from citadel.answer.service import NOT_CONFIRMED
+from citadel.answer.validator import split_claims
 from citadel.wiring import Wiring
 from citadel.config import CitadelConfig, load_config
 from citadel.identity.context import sign_user_context
@@ -304,20 +305,34 @@ def _tour(api: ApiClient, confirm: bool = True) -> None:
 def _running_example(api: ApiClient, sales: User) -> None:
     """The agentic path (DESIGN.md §10): a question that needs the policy, the account and the agreement."""
     question = "Acme renews next month. Are they eligible for the multi-year discount?"
-    final = _run(api, "12. An agentic run: the rule's criteria checked against the account and the agreement",
-                 sales, question)
+    final = _run(api, "12. An agentic run: the rule's criteria checked against the account and the agreement, "
+                      "the decision first", sales, question)
     sections = {c["heading"].rsplit(" > ", 1)[-1] for c in final["citations"]}
     _expect(final["path"] == "agentic" and {"3.2 Eligibility", "3.3 Discount"} <= sections,
             f"the running example did not cite 3.2 and 3.3: {sorted(sections)}")
     _expect(any(c["resolved_to"] == "discount-policy-2026" for c in final["conflicts"]),
             "the 2025 policy's conflict was not reported and resolved for 2026")
     _expect(all(c["document_id"] != "margin-model" for c in final["citations"]), "finance-only document leaked")
+    verdict = _first_sentence(final)
+    _expect(verdict.startswith("Acme is eligible for the multi-year discount of up to 12%")
+            and "annual revenue $740,000 ≥ $500,000" in verdict and "customer tenure since 15 January 2023" in verdict,
+            f"the running example did not open with its verdict and comparisons: {verdict}")
     _approval(api, sales)
     api.withdraw("northwind", "acme-msa")
-    stopped = _run(api, "13. The agreement withdrawn: the run stops by rule and says what it could not confirm",
-                   sales, question)
+    stopped = _run(api, "13. The agreement withdrawn: the run stops by rule, states the conditional and says what "
+                        "it could not confirm", sales, question)
     _expect(stopped["stop_reason"] is not None and any("tenure" in m for m in stopped["missing"]),
             f"expected a stopped run missing the tenure: {stopped['stop_reason']} {stopped['missing']}")
+    conditional = _first_sentence(stopped)
+    _expect(conditional.startswith("If Acme's customer tenure began on or before")
+            and "Acme is eligible for the multi-year discount of up to 12%" in conditional
+            and "annual revenue $740,000 ≥ $500,000" in conditional,
+            f"expected the conditional the unsettled tenure leaves, not a verdict: {conditional}")
+
+
+def _first_sentence(final: dict) -> str:
+    claims = split_claims(final["answer"] or "")
+    return claims[0] if claims else ""
 
 
 def _approval(api: ApiClient, sales: User) -> None:
