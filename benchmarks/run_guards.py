@@ -2,7 +2,7 @@
 passages and sections, the links policy on its answer, and the personal-data mask on its spans, each
 timed inside real runs, beside the run's total (goal: < 5% of a run, on 2 cores).
 
-Drives two-part questions of the paraphrase set's test split (benchmarks/runs_two_part.py `pairs`) as
+Drives two-part questions of the paraphrase set's test split (citadel/eval/runs_parts.py `pairs`) as
 runs, through the same orchestrator the runs API drives, over an in-memory run store, on an existing
 home (the four handbook tenants `citadel eval rag` builds; real MiniLM unless the environment says
 otherwise). The screen's per-chunk memory starts empty for every run, so nothing a run reads was
@@ -28,7 +28,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.runs_two_part import joined, pairs  # noqa: E402
+from citadel.eval.runs_parts import joined, pairs  # noqa: E402
 from citadel.answer.links import LinkPolicy  # noqa: E402
 from citadel.config import load_config  # noqa: E402
 from citadel.guardrails.planted import PlantedScreen  # noqa: E402
