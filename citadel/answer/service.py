@@ -132,6 +132,7 @@ class AnswerTrace:
     routed: bool = False  # the router answered (refused) before retrieval
     screened: list[Passage] = field(default_factory=list)  # dropped by the planted-instruction screen
     prompt: dict[str, Any] | None = None  # what the budgeted prompt held (prompt_report)
+    draft: str = ""  # what the generator wrote, before the validator and the verifier (the release gate reads it)
 
 
 @dataclass(frozen=True)
@@ -468,6 +469,7 @@ class AnswerService:
         with timer.stage("generate"):
             draft, model_id, prompt_tokens = self._generate(prompt.task, sources, degraded, assembled,
                                                             principal.tenant_id)
+        trace.draft = draft
         self._keep_prompt(request_id, principal, prompt.task, assembled, draft)
         opening = lead(sources) if lead is not None else None
         if opening is not None:  # code's sentence first, then the draft; both pass the checks below

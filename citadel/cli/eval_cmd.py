@@ -139,3 +139,75 @@ def judge(
     origins = claims_path.parent / judge_eval.DEFAULT_ORIGINS.name  # beside the claims; hidden from annotators
     report = judge_eval.run(reader.score, reader.model_id, claims_path, labels_path, threshold, origins, figures)
     print(json.dumps(report, indent=1) if as_json else judge_eval.format_report(report))
+
+
+@app.command("gate")
+def gate(
+    baseline: Optional[Path] = typer.Option(None, "--baseline", help="The baseline bundle: a config file (YAML) "
+                                            "measured now, or a recorded measurement (JSON from --record); "
+                                            "without it, --record alone measures and records the candidate."),
+    candidate: Optional[Path] = typer.Option(None, "--candidate", help="The candidate bundle: a config file, or a "
+                                             "recorded measurement; default: this working tree's configuration "
+                                             "(--config and CITADEL_*)."),
+    subset: str = typer.Option("fast", "--subset", help="fast (CI: every 4th item, 4 run pairs) | full."),
+    sets: Optional[str] = typer.Option(None, "--sets", help="Comma-separated sets to run (default all: "
+                                       "regression, paraphrase_test, runs_parts, judge)."),
+    margin: list[str] = typer.Option([], "--margin", help="Override a figure's margin: figure=value (repeatable)."),
+    report_dir: Optional[Path] = typer.Option(None, "--report-dir", help="Write gate.md and gate.json here."),
+    record: Optional[Path] = typer.Option(None, "--record", help="Also write the candidate's measurement here "
+                                          "(the next baseline)."),
+    as_json: bool = typer.Option(False, "--json"),
+    config: Optional[Path] = typer.Option(None, "--config"),
+) -> None:
+    """Run the labeled sets on both bundles and block (exit 1) when the candidate regresses beyond the
+    margins: citation accuracy, refusal precision and recall, source recall, unsupported claims (in the
+    answers and in the drafts), the runs' two-part set and the judge's kappa; any leak blocks."""
+    from citadel.eval import gate as gate_eval
+    from citadel.quality import gate as verdicts
+
+    if subset not in gate_eval.SUBSETS:
+        raise typer.BadParameter(f"subset is one of {', '.join(gate_eval.SUBSETS)}")
+    chosen = tuple(s.strip() for s in sets.split(",")) if sets else gate_eval.SETS
+    if any(s not in gate_eval.SETS for s in chosen):
+        raise typer.BadParameter(f"sets are among {', '.join(gate_eval.SETS)}")
+    try:
+        margins = verdicts.parse_margins(margin)
+    except ValueError as error:
+        raise typer.BadParameter(str(error))
+    if baseline is None and record is None:
+        raise typer.BadParameter("give --baseline (and get a verdict) or --record (measure the next baseline)")
+    update, context = make_progress()
+    with context:
+        before = _measured(baseline, None, subset, chosen, update) if baseline is not None else None
+        after = _measured(candidate, config, subset, chosen, update)
+    if record is not None:
+        record.write_text(json.dumps(after.to_dict(), indent=1) + "\n", encoding="utf-8")
+    if before is None:
+        print(f"recorded bundle {after.bundle.id} ({after.subset}) in {record}")
+        return
+    if before.subset != after.subset:
+        typer.echo(f"the baseline measured the {before.subset!r} subset, the candidate {after.subset!r}", err=True)
+        raise typer.Exit(code=2)
+    report = verdicts.compare(before.sets, after.sets, before.bundle.id, after.bundle.id,
+                              gate_eval.changes(before.bundle, after.bundle), margins)
+    if report_dir is not None:
+        report_dir.mkdir(parents=True, exist_ok=True)
+        (report_dir / "gate.md").write_text(report.to_markdown(), encoding="utf-8")
+        (report_dir / "gate.json").write_text(report.to_json() + "\n", encoding="utf-8")
+    print(report.to_json() if as_json else report.to_markdown())
+    if report.blocked:
+        raise typer.Exit(code=1)
+
+
+def _measured(source: Optional[Path], config: Optional[Path], subset: str, sets, progress):
+    """A recorded measurement (.json) as it is; a config file (or the working tree's config) measured now."""
+    from citadel.eval import gate as gate_eval
+
+    if source is not None and source.suffix == ".json":
+        return gate_eval.load_measurement(source)
+    runtime = Wiring(config_path=source or config)
+    try:
+        return gate_eval.measure(runtime, gate_eval.SUBSETS[subset], sets, progress)
+    finally:
+        if "catalog" in runtime.__dict__:  # opened lazily; two runtimes share one home in turn
+            runtime.catalog.close()

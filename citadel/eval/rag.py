@@ -288,6 +288,8 @@ class ItemResult:
     retrieved_documents: list[str]
     sentences: int = 0
     unsupported: int = 0
+    draft_sentences: int = 0  # what the generator wrote, before the validator and the verifier
+    draft_unsupported: int = 0  # of those, sentences no source it was given supports
     leaks: list[str] = field(default_factory=list)
     forbidden: list[str] = field(default_factory=list)
     cited_correctly: bool = False
@@ -401,10 +403,15 @@ def evaluate_item(runtime, item: RagItem, sections: _SectionTexts, by_stage: boo
         claims = answer_sentences(str(_get(response, "answer") or ""))
         result.sentences = len(claims)
         result.unsupported = sum(not supported(s, texts) for s in claims)
+    trace = _get(response, "trace")
+    if not refused and trace is not None and trace.draft:
+        given = [sections.text(p.chunk_id) for p in trace.sources]
+        drafted = answer_sentences(trace.draft)
+        result.draft_sentences = len(drafted)
+        result.draft_unsupported = sum(not supported(s, given) for s in drafted)
     gate = _get(response, "gate")
     result.outcome = gate.outcome if gate is not None else ("refuse" if refused else "answer")
     result.signals = gate.signals.to_dict() if gate is not None and gate.signals is not None else None
-    trace = _get(response, "trace")
     if trace is not None and item.answerable:
         result.evidence_ranked = any(is_evidence(p, item) for p in trace.reranked)
         result.retrieval = retrieval_scores(final_ranking(trace), item)
@@ -609,6 +616,8 @@ def summarise(results: Sequence[ItemResult], seconds: float | None = None) -> di
         "answered_when_answerable": _ratio(sum(not r.refused for r in answerable), len(answerable)),
         "unsupported_claim_rate": _ratio(sum(r.unsupported for r in results), sentences, empty=0.0),
         "answer_sentences": sentences,
+        "draft_unsupported_rate": _ratio(sum(r.draft_unsupported for r in results),
+                                         sum(r.draft_sentences for r in results), empty=0.0),
         "leaks": sum(len(r.leaks) for r in results),
         "forbidden_citations": sum(len(r.forbidden) for r in results),
         "errors": sum(r.error is not None for r in results),

@@ -173,27 +173,6 @@ def test_summary_reports_mean_retrieval_over_scored_answerable_items():
 
 # ------------------------------------------------------------------- the real run (slow, CI gate)
 @pytest.fixture(scope="module")
-def rag_runtime(tmp_path_factory):
-    """The four handbook tenants and the overlay in a fresh home, built once for this module."""
-    corpora = rag.SHARED_DATA / "corpora"
-    if not corpora.is_dir():
-        pytest.skip(f"shared handbook data not found at {corpora} (see ../shared/data/SOURCES.md)")
-    from citadel.wiring import Wiring
-    from citadel.config import load_config
-
-    home = tmp_path_factory.mktemp("rag-home")
-    config = load_config(environ={"CITADEL_HOME": str(home), "CITADEL_EMBEDDING__BACKEND": "minilm",
-                                  "CITADEL_ANSWER__GENERATOR": "extractive", "CITADEL_ANSWER__CONFIRM": "true"})
-    runtime = Wiring(config=config)
-    try:
-        rag.build_tenants(runtime, rag.SHARED_DATA, rag.DEFAULT_OVERLAY)
-        yield runtime
-    finally:
-        if "catalog" in runtime.__dict__:
-            runtime.catalog.close()
-
-
-@pytest.fixture(scope="module")
 def rag_report(rag_runtime):
     report = rag.run(rag_runtime, rag.DEFAULT_SET, rag.SHARED_DATA, rag.DEFAULT_OVERLAY)
     print(rag.format_table(report))
