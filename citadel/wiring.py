@@ -15,27 +15,46 @@ import os
 import time
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Callable
 
 from citadel.config import CitadelConfig, load_config
 from citadel.guardrails.log_masking import install_log_masking
 from citadel.guardrails.personal import PATTERNS_ONLY
 from citadel.tracing import configure_from_config
 
+if TYPE_CHECKING:  # the role protocols; each is imported where its implementation is built
+    from citadel.agent.budget import UserSpend
+    from citadel.agent.orchestrator import RunDriver
+    from citadel.agent.planner import Planner
+    from citadel.answer.service import QueryVectorMemo
+    from citadel.catalog.base import Catalog
+    from citadel.embedding.base import Embedder, TextEmbedder
+    from citadel.generation.base import Generator
+    from citadel.guardrails.base import QuestionRouter
+    from citadel.ingest.engine import IngestEngine
+    from citadel.reader.base import Reader
+    from citadel.rerank.base import Reranker
+    from citadel.resilience.guards import ResilientGenerator
+    from citadel.retrieval.retriever import PassageRetriever
+    from citadel.state.conversations import ConversationStore
+    from citadel.state.runs import RunStore
+    from citadel.tools.approvals import ApprovalStore
+    from citadel.tools.pause import PauseSwitch
+
 
 @dataclass
 class Stages:
     """Stages served elsewhere (proxies to other deployments). Any field left None is built here."""
 
-    embedder: Any = None      # Embedder: queries for retrieval and the gate
-    retriever: Any = None     # PassageRetriever
-    reranker: Any = None      # Reranker
-    generator: Any = None     # Generator
-    router: Any = None        # Router
-    memo: Any = None          # the QueryVectorMemo the (remote) retriever fills, for the gate
-    # The run loop served elsewhere: anything with `drive(run_id, owner) -> Run` (the split topology's
-    # orchestrator deployment). Set, the runs this process starts are driven there, not here.
-    orchestrator: Any = None
+    embedder: TextEmbedder | None = None  # queries for retrieval and the gate
+    retriever: PassageRetriever | None = None
+    reranker: Reranker | None = None
+    generator: Generator | None = None
+    router: QuestionRouter | None = None
+    memo: QueryVectorMemo | None = None  # the memo the (remote) retriever fills, for the gate
+    # The run loop served elsewhere (the split topology's orchestrator deployment). Set, the runs
+    # this process starts are driven there, not here.
+    orchestrator: RunDriver | None = None
 
 
 class Wiring:
@@ -55,7 +74,7 @@ class Wiring:
 
     # ------------------------------------------------------------------ stores
     @cached_property
-    def raw_catalog(self):
+    def raw_catalog(self) -> Catalog:
         settings = self.config.catalog
         if settings.backend == "postgres":
             from citadel.catalog.postgres import PostgresCatalog
@@ -67,7 +86,7 @@ class Wiring:
         return SQLiteCatalog(self.config.catalog_path)
 
     @cached_property
-    def catalog(self):
+    def catalog(self) -> Catalog:
         """The catalog; in a serving process its query-path reads sit behind the catalog breaker and
         fail closed."""
         if self.resilience is None:
@@ -101,7 +120,7 @@ class Wiring:
 
     # ------------------------------------------------------------------ stages
     @cached_property
-    def local_embedder(self):
+    def local_embedder(self) -> Embedder:
         """This process's embedding model. torch threads: the configured count, else the machine's
         cores shared among the stage's replicas (Ray would leave a fractional-CPU replica on one
         thread; replicas each taking every core oversubscribe the machine). A stage with a GPU share
@@ -119,7 +138,7 @@ class Wiring:
                              torch_threads=threads)
 
     @cached_property
-    def embedder(self):
+    def embedder(self) -> TextEmbedder:
         """The query path's embedder: the local model or the embedder deployment, guarded in serving."""
         local = self.stages.embedder is None
         embedder = self.local_embedder if local else self.stages.embedder
@@ -130,13 +149,13 @@ class Wiring:
         return GuardedEmbedder(embedder, self.resilience.guard("embedder", inject=local))
 
     @cached_property
-    def memo(self):
+    def memo(self) -> QueryVectorMemo:
         from citadel.answer.service import QueryVectorMemo
 
         return self.stages.memo or QueryVectorMemo(self.embedder)
 
     @cached_property
-    def retriever(self):
+    def retriever(self) -> PassageRetriever:
         """ACL-scoped hybrid retrieval over the query-vector memo (so the answer gate reuses the
         query's vector); in serving, the drill's fault injector stands in front."""
         if self.stages.retriever is not None:
@@ -151,7 +170,7 @@ class Wiring:
         return GuardedRetriever(retriever, self.resilience.guard("retriever"))
 
     @cached_property
-    def reader(self):
+    def reader(self) -> Reader | None:
         """The one reader of this process (reranking, quoting, confirming the asked fact), loaded once
         and shared through a memo of recent scores; None when nothing configured reads it."""
         answer = self.config.answer
@@ -163,7 +182,7 @@ class Wiring:
         return MemoReader(make_reader(answer))
 
     @cached_property
-    def reranker(self):
+    def reranker(self) -> Reranker:
         from citadel.rerank.backends import make_reranker
 
         if self.stages.reranker is not None:
@@ -171,7 +190,7 @@ class Wiring:
         reader = self.reader if self.config.answer.reranker == "reader" else None
         return self._guarded_reranker(make_reranker(self.config.answer, reader), inject=True)
 
-    def _guarded_reranker(self, reranker, inject: bool):
+    def _guarded_reranker(self, reranker: Reranker, inject: bool) -> Reranker:
         if self.resilience is None or not reranker.enabled:  # "none" is reported as skipped, never called
             return reranker
         from citadel.resilience.guards import GuardedReranker
@@ -179,7 +198,7 @@ class Wiring:
         return GuardedReranker(reranker, self.resilience.guard("reranker", inject=inject))
 
     @cached_property
-    def generators(self) -> tuple[Any, Any]:
+    def generators(self) -> tuple[Generator, Generator | None]:
         """(primary, secondary or None) generators from config."""
         from citadel.generation.backends import make_generator
 
@@ -192,7 +211,7 @@ class Wiring:
         return primary, secondary
 
     @cached_property
-    def generator(self):
+    def generator(self) -> ResilientGenerator:
         """The primary generator, then the secondary; in serving each behind its breaker."""
         from citadel.resilience.guards import Guard, ResilientGenerator
 
@@ -205,7 +224,7 @@ class Wiring:
                                   secondary_guard)
 
     @cached_property
-    def router(self):
+    def router(self) -> QuestionRouter:
         from citadel.guardrails.router import Router
 
         return self.stages.router or Router()
@@ -305,7 +324,7 @@ class Wiring:
         return PromptVault(self.raw_catalog, keyring_for(self.config.secrets_dir, answer.prompt_key_env))
 
     @cached_property
-    def user_spend(self):
+    def user_spend(self) -> UserSpend:
         """Charges what runs spend to their users' daily budgets (the state's budget store)."""
         from citadel.agent.budget import BudgetStoreSpend
 
@@ -329,14 +348,14 @@ class Wiring:
 
     # ------------------------------------------------------------------ the agentic path
     @cached_property
-    def run_store(self):
+    def run_store(self) -> RunStore:
         """Runs and their events (SQLite, or Redis Streams when Redis is configured)."""
         from citadel.state.runs import make_run_store
 
         return make_run_store(self.config, self.clock)
 
     @cached_property
-    def conversation_store(self):
+    def conversation_store(self) -> ConversationStore:
         """Conversations, their summaries and what users asked to be remembered (SQLite)."""
         from citadel.state.conversations import make_conversation_store
 
@@ -350,7 +369,7 @@ class Wiring:
         return ConversationMemory(self.conversation_store, self.catalog, self.config.agent)
 
     @cached_property
-    def planner(self):
+    def planner(self) -> Planner:
         """Plan and reflection backend (`agent.planner`: rules, or an OpenAI-compatible server)."""
         from citadel.agent.planner import make_planner
 
@@ -410,21 +429,21 @@ class Wiring:
         return self.agent_tools.policy
 
     @cached_property
-    def approval_store(self):
+    def approval_store(self) -> ApprovalStore:
         """Approvals waiting for a person, durable across processes (SQLite in the home)."""
         from citadel.tools.approvals import make_approval_store
 
         return make_approval_store(self.config, self.clock or time.time)
 
     @cached_property
-    def pause_switch(self):
+    def pause_switch(self) -> PauseSwitch:
         """Pauses of tools and the model, per tenant or everywhere, seen by every process (SQLite)."""
         from citadel.tools.pause import SQLitePauseSwitch
 
         return SQLitePauseSwitch(self.config.pauses_path)
 
     @cached_property
-    def orchestrator(self):
+    def orchestrator(self) -> RunDriver:
         """The run loop (`drive(run_id, owner)`): the one in `Stages` when another deployment serves it,
         else one here over this wiring's run store, answer service, planner and tools."""
         if self.stages.orchestrator is not None:
@@ -455,7 +474,7 @@ class Wiring:
         return Orchestrator(run_store, self.answer_service, planner or self.planner, self.agent_tools,
                             self.config.agent, cost_per_1k_tokens=self.config.state.cost_per_1k_tokens, **options)
 
-    def ingestor(self, progress=None):
+    def ingestor(self, progress=None) -> IngestEngine:
         """An in-process ingestion engine writing through this wiring's catalog and embedder."""
         from citadel.ingest.local import Ingestor
 

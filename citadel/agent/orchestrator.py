@@ -48,7 +48,7 @@ import math
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 from citadel.agent.budget import PREPAID, USER_BUDGET, RunBudget, TokenMeter, UserSpend
 from citadel.agent.criteria import case_object, criteria_checks, first_name
@@ -118,6 +118,14 @@ LOW_COVERAGE = "low_coverage"
 # The checklist lines added to the synthesis task, in characters: with the longest message allowed,
 # the task stays inside its prompt allowance (agent.prompt_allowances["task"]).
 MAX_TASK_LINES_CHARS = 1_500
+
+
+@runtime_checkable
+class RunDriver(Protocol):
+    """What starts a run's loop: the Orchestrator here, or a proxy to the orchestrator deployment."""
+
+    def drive(self, run_id: str, owner: str) -> Run:
+        """Work the run to its end (or its parking) under `owner`'s lease; the run as it then stands."""
 
 
 class LeaseLost(Exception):

@@ -21,7 +21,10 @@ class TokenCounter(Protocol):
 
 
 @runtime_checkable
-class Embedder(TokenCounter, Protocol):
+class TextEmbedder(Protocol):
+    """What the query path asks of an embedder: vectors in one model's space. The model itself, a
+    guard around it, or a proxy to the embedder deployment (which has no tokenizer to count with)."""
+
     model_id: str
     dim: int
 
@@ -30,3 +33,8 @@ class Embedder(TokenCounter, Protocol):
 
     def embed_queries(self, texts: list[str]) -> np.ndarray:
         """(n, dim) float32, L2-normalised, embedded the way the model expects queries."""
+
+
+@runtime_checkable
+class Embedder(TokenCounter, TextEmbedder, Protocol):
+    """An embedding model: it embeds and counts tokens as it reads them (chunking sizes by this)."""

@@ -13,7 +13,7 @@ import time
 import uuid
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 import numpy as np
 
@@ -63,6 +63,7 @@ class Candidates:
     keyword: list[int]
 
 
+@runtime_checkable
 class PassageRetriever(Protocol):
     """What the services call to retrieve: the in-process Retriever, or a proxy to a deployment of it."""
 

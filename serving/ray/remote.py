@@ -62,6 +62,8 @@ class RemoteEmbedder(_Proxy):
         return int(self._info["dim"])
 
     def embed_queries(self, texts: list[str]) -> np.ndarray:
+        if not texts:  # np.vstack refuses an empty list; the protocol's answer is a (0, dim) matrix
+            return np.zeros((0, self.dim), dtype=np.float32)
         return np.vstack([self._call("embed_query", text) for text in texts])
 
     def embed_passages(self, texts: list[str]) -> np.ndarray:
