@@ -51,8 +51,9 @@ CONFIG_ENV = re.compile(r"\bCITADEL_([A-Z0-9_]+?)__([A-Z0-9_]+)")
 @dataclass(frozen=True)
 class Page:
     path: Path
-    prose: list[str]   # lines outside fenced code blocks
-    code: list[str]    # lines inside them, and inline code spans
+    prose: list[str]        # lines outside fenced code blocks
+    paragraphs: list[str]   # the same, a paragraph a line
+    code: list[str]         # lines inside fenced blocks, and inline code spans
 
     @property
     def name(self) -> str:
@@ -68,8 +69,10 @@ def read_page(path: Path) -> Page:
             code.append(line)
         else:
             prose.append(line)
-            code.extend(span for _, span in INLINE_CODE.findall(line))
-    return Page(path, prose, code)
+    paragraphs = [" ".join(block.split()) for block in "\n".join(prose).split("\n\n")]
+    # Inline code and links may wrap across lines, so they are read per paragraph.
+    code += [span for paragraph in paragraphs for _, span in INLINE_CODE.findall(paragraph)]
+    return Page(path, prose, paragraphs, code)
 
 
 def slug(heading: str) -> str:
@@ -94,8 +97,8 @@ def anchors(page: Page) -> set[str]:
 
 def broken_links(page: Page, root: Path = REPO) -> list[str]:
     problems = []
-    for line in page.prose:
-        for target in LINK.findall(INLINE_CODE.sub("", line)):
+    for paragraph in page.paragraphs:
+        for target in LINK.findall(INLINE_CODE.sub("", paragraph)):
             if re.match(r"^[a-z]+:", target):
                 continue  # http(s), mailto: outside the repository by intent
             file_part, _, anchor = target.partition("#")
@@ -281,16 +284,17 @@ def _without_design_references(text: str) -> str:
 
 
 def _cell(text: str) -> str:
-    return " ".join(_without_design_references(text).split()).replace("|", "\\|")
+    """One table cell: one line, pipes escaped, and `<…>` outside code shown rather than read as HTML."""
+    parts = re.split(r"(`[^`]*`)", " ".join(_without_design_references(text).split()))
+    shown = [part if part.startswith("`") else part.replace("<", "&lt;").replace(">", "&gt;") for part in parts]
+    return "".join(shown).replace("|", "\\|")
 
 
 def _table(model: type[BaseModel], path: str) -> tuple[list[str], list[tuple[str, type[BaseModel]]]]:
     lines = ["| field | default | what it does |", "|---|---|---|"]
     nested = []
     for name, field in model.model_fields.items():
-        described = field.description or ""
-        if field.deprecated:
-            described = f"Deprecated: {field.deprecated}. {described}".strip()
+        described = field.description or (f"Deprecated: {field.deprecated}" if field.deprecated else "")
         lines.append(f"| `{path}{name}` | {_cell(_default(field))} | {_cell(described)} |")
         nested += [(f"{path}{name}{suffix}", sub) for suffix, sub in _models_in(field.annotation)]
     return lines, nested
