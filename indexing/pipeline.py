@@ -31,7 +31,7 @@ import pyarrow as pa
 import ray
 import ray.data
 
-from citadel.catalog.base import Catalog
+from citadel.catalog.base import Catalog, JobLog
 from citadel.config import CitadelConfig
 from citadel.embedding.factory import embedder_identity, make_embedder
 from citadel.errors import CitadelError
@@ -142,7 +142,7 @@ class PipelineReport(JobReport):
 
 # --------------------------------------------------------------------------------------- staging
 @contextmanager
-def staging_area(home: Path, job_id: str, catalog: Catalog) -> Iterator[Path]:
+def staging_area(home: Path, job_id: str, catalog: JobLog) -> Iterator[Path]:
     """The job's folder for staged rows, locked while the job lives and removed when it ends.
 
     Folders left by a killed job are swept here: their lock is free because their owner is dead.
@@ -159,7 +159,7 @@ def staging_area(home: Path, job_id: str, catalog: Catalog) -> Iterator[Path]:
             shutil.rmtree(directory, ignore_errors=True)
 
 
-def _sweep_abandoned(root: Path, catalog: Catalog) -> None:
+def _sweep_abandoned(root: Path, catalog: JobLog) -> None:
     for directory in root.iterdir():
         lock = directory / OWNER_LOCK
         if not directory.is_dir() or not lock.exists():
@@ -171,7 +171,7 @@ def _sweep_abandoned(root: Path, catalog: Catalog) -> None:
             continue  # a live job owns it
 
 
-def _reap(directory: Path, catalog: Catalog) -> None:
+def _reap(directory: Path, catalog: JobLog) -> None:
     """Fail the dead job that owned this staging folder, and remove the folder."""
     job = catalog.get_job(directory.name)
     if job and job["status"] == "running":

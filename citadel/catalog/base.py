@@ -1,13 +1,19 @@
-"""The Catalog interface, so Postgres can replace SQLite (DESIGN.md §3).
+"""The Catalog interface, so Postgres can replace SQLite (DESIGN.md §3), as narrow roles.
 
-Two Protocols, split by who calls them:
-- `Catalog`: every method the ingestion engines, the retriever, the answer service, the gateway,
-  the admin writes, retention and the CLI call. Its one failure is `CatalogUnavailable` (any database
-  error, so callers fail closed without knowing the database); writes to a document that does not
-  exist raise `NotFound`; a tenant id that is not a plain name raises `InvalidTenant`.
-- `CatalogAudit`: what the catalog recorded, read back (chunk manifests, the audit log, the answer
-  log). No request or ingestion path reads these; operators, audits and tests do, and every backend
-  keeps them, so tests/conformance/test_catalog.py checks both on each backend.
+Each role is a Protocol of its own, so a consumer that needs one role takes that role:
+- `PermissionSource`: the live permission check (what a principal may read now; a document's record).
+- `Publisher`: tenants, documents and versions, the atomic publish, ACL changes and withdrawals.
+- `JobLog`: ingestion jobs and their dead letters.
+- `AuditLog`: appends an audit row.
+- `AnswerLog`: the answer log and the feedback on answers.
+- `CandidateQueue`: candidate test items waiting for an owner's label.
+`Catalog` is their union (and `close`): what both backends (citadel/catalog/sqlite.py, postgres.py)
+implement and what the composition root hands out. Its one failure is `CatalogUnavailable` (any
+database error, so callers fail closed without knowing the database); writes to a document that does
+not exist raise `NotFound`; a tenant id that is not a plain name raises `InvalidTenant`.
+`CatalogAudit`: what the catalog recorded, read back (chunk manifests, the audit log, the answer
+log). No request or ingestion path reads these; operators, audits and tests do, and every backend
+keeps them, so tests/conformance/test_catalog_backends.py checks both on each backend.
 """
 
 from __future__ import annotations
@@ -99,15 +105,24 @@ def decide_next_version(
 
 
 @runtime_checkable
-class Catalog(Protocol):
-    def close(self) -> None: ...
+class PermissionSource(Protocol):
+    """The live permission check: the retriever, the answer cache and the gateway's checks read it."""
+
+    def readable_documents(self, principal: Principal) -> dict[str, ReadableDoc]:
+        """Document id → the version the principal may read now: published, not superseded or
+        withdrawn, and tenant-wide or shared with one of the principal's groups."""
+    def get_document(self, tenant_id: str, document_id: str) -> DocumentRecord | None: ...
+
+
+@runtime_checkable
+class Publisher(Protocol):
+    """Tenants, documents and versions, and the writes that change what is published."""
 
     # tenants
     def ensure_tenant(self, tenant_id: str) -> None: ...
     def list_tenants(self) -> list[dict[str, Any]]: ...
 
     # documents and versions
-    def get_document(self, tenant_id: str, document_id: str) -> DocumentRecord | None: ...
     def next_version(self, tenant_id: str, document_id: str, content_hash: str,
                      requested: int | None = None) -> tuple[int, bool]: ...
     def latest_versions(self, tenant_ids: list[str]) -> dict[tuple[str, str], LatestVersion]: ...
@@ -121,15 +136,16 @@ class Catalog(Protocol):
         """The atomic pointer switch: the staged versions, the documents they supersede, their ACLs
         and the tenant's segment pointer change together or not at all."""
 
-    # permissions (the live check)
-    def readable_documents(self, principal: Principal) -> dict[str, ReadableDoc]:
-        """Document id → the version the principal may read now: published, not superseded or
-        withdrawn, and tenant-wide or shared with one of the principal's groups."""
+    # ACL changes and withdrawals (effective on the next permission check)
     def set_acl(self, tenant_id: str, document_id: str, groups: list[str], actor: str) -> int:
         """Replace the groups ("*" = tenant-wide); returns the new acl_version. Audited."""
     def withdraw(self, tenant_id: str, document_id: str, actor: str) -> None: ...
 
-    # jobs, dead letters, audit
+
+@runtime_checkable
+class JobLog(Protocol):
+    """Ingestion jobs and the sources they could not ingest (dead letters)."""
+
     def create_job(self, tenant_id: str, kind: str) -> str: ...
     def finish_job(self, job_id: str, status: str, report: dict[str, Any]) -> None: ...
     def get_job(self, job_id: str) -> dict[str, Any] | None: ...
@@ -137,7 +153,18 @@ class Catalog(Protocol):
                         meta: dict[str, Any]) -> int: ...
     def dead_letters(self, tenant_id: str | None = None, include_retried: bool = False) -> list[dict[str, Any]]: ...
     def mark_dead_letter_retried(self, dead_letter_id: int) -> None: ...
+
+
+@runtime_checkable
+class AuditLog(Protocol):
+    """Appends who did what (read back through CatalogAudit.audit_log)."""
+
     def audit(self, actor: str, action: str, tenant_id: str, target: str, detail: dict[str, Any]) -> None: ...
+
+
+@runtime_checkable
+class AnswerLog(Protocol):
+    """The answer log and the feedback on answers."""
 
     # the answer log: append-only rows keyed by a server row id; deleted only by the retention purge
     # and by a withdrawal (the rows citing the withdrawn document)
@@ -160,9 +187,13 @@ class Catalog(Protocol):
     def feedback(self, tenant_id: str) -> list[dict[str, Any]]:
         """The tenant's feedback rows, oldest first, `sources` as a list."""
 
-    # candidate test items waiting for an owner's label (citadel/quality/candidates.py). A row is a dict:
-    # id, tenant_id, source, origin, status, item (dict), label (dict or None), created_at,
-    # decided_at, decided_by.
+
+@runtime_checkable
+class CandidateQueue(Protocol):
+    """Candidate test items waiting for an owner's label (citadel/quality/candidates.py). A row is a
+    dict: id, tenant_id, source, origin, status, item (dict), label (dict or None), created_at,
+    decided_at, decided_by."""
+
     def queue_candidate(self, tenant_id: str, source: str, origin: str, item: dict[str, Any],
                         max_pending: int) -> int | None:
         """Queue a pending candidate; returns its id. The same (tenant, source, origin) is queued once:
@@ -177,6 +208,13 @@ class Catalog(Protocol):
                          actor: str) -> dict[str, Any] | None:
         """A pending candidate promoted (with its label) or dismissed, once, and audited in the same
         transaction; returns the row as decided, None when no pending candidate has this id."""
+
+
+@runtime_checkable
+class Catalog(PermissionSource, Publisher, JobLog, AuditLog, AnswerLog, CandidateQueue, Protocol):
+    """Every role: what both backends implement and the composition root hands out."""
+
+    def close(self) -> None: ...
 
 
 @runtime_checkable

@@ -18,7 +18,7 @@ from typing import Any
 import pyarrow.json as pa_json
 import pyarrow.parquet as pq
 
-from citadel.catalog.base import Catalog
+from citadel.catalog.base import JobLog
 from citadel.errors import CitadelError
 from citadel.ingest.engine import TenantSources, check_unique
 from citadel.ingest.sources import AclSpec, SourceFile, TrustedFields, discover
@@ -100,7 +100,7 @@ def jobs_from_manifest(path: Path) -> list[TenantSources]:
     return jobs_from_records(read_document_records(path))
 
 
-def jobs_from_dead_letters(catalog: Catalog, tenant_id: str | None) -> tuple[list[TenantSources], list[int]]:
+def jobs_from_dead_letters(catalog: JobLog, tenant_id: str | None) -> tuple[list[TenantSources], list[int]]:
     """A replay of the dead letters not yet retried (one tenant's, or every tenant's) and the letter
     ids to mark once it ran. Each document is ingested as its job would have (its groups, trusted
     fields and front-matter trust); a document that failed twice is replayed once, from its latest letter."""

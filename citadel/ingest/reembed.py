@@ -30,7 +30,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from citadel.catalog.base import Catalog
+from citadel.catalog.base import Publisher
 from citadel.config import IndexConfig
 from citadel.embedding.base import Embedder
 from citadel.errors import NotFound
@@ -77,7 +77,7 @@ def live_rows(root: Path, published: str, live: Mapping[str, int]) -> pa.Table:
     return table.filter(pa.array(mask))
 
 
-def reembed_tenant(catalog: Catalog, partitions_dir: Path, tenant_id: str, embedder: Embedder,
+def reembed_tenant(catalog: Publisher, partitions_dir: Path, tenant_id: str, embedder: Embedder,
                    index_config: IndexConfig, batch_size: int, job_id: str,
                    progress: Progress | None = None) -> ReembedOutcome:
     """Embed every live row of the tenant with `embedder` and publish them as a new base segment.

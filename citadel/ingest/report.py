@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
-from citadel.catalog.base import Catalog
+from citadel.catalog.base import JobLog
 from citadel.ingest.sources import FileOutcome
 from citadel.segments.compaction import RebuildReason
 from citadel.segments.manifest import SegmentKind
@@ -65,7 +65,7 @@ def plain(value: Enum | None) -> Any:
 
 
 @contextmanager
-def recorded(catalog: Catalog, report: JobReport) -> Iterator[JobReport]:
+def recorded(catalog: JobLog, report: JobReport) -> Iterator[JobReport]:
     """The job's row gets the report when the block ends: its status as the block set it, or
     `failed` with the error when the block raised (which is raised on). Both engines run a job in one."""
     try:

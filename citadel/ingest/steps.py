@@ -22,7 +22,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from citadel.catalog.base import Catalog, LatestVersion, StagedVersion, decide_next_version
+from citadel.catalog.base import Publisher, LatestVersion, StagedVersion, decide_next_version
 from citadel.chunking import chunk_document
 from citadel.config import CitadelConfig, IndexConfig
 from citadel.embedding.base import Embedder, TokenCounter
@@ -132,7 +132,7 @@ class VersionSnapshot:
         self._latest = dict(latest)
 
     @classmethod
-    def from_catalog(cls, catalog: Catalog, tenant_ids: Sequence[str]) -> "VersionSnapshot":
+    def from_catalog(cls, catalog: Publisher, tenant_ids: Sequence[str]) -> "VersionSnapshot":
         return cls(catalog.latest_versions(list(tenant_ids)))
 
     def next_version(self, tenant_id: str, document_id: str, content_hash: str,
@@ -355,7 +355,7 @@ class BuiltSegment:
         return self.path.name
 
 
-def live_versions(catalog: Catalog, tenant_id: str, replaced: set[str]) -> dict[str, int]:
+def live_versions(catalog: Publisher, tenant_id: str, replaced: set[str]) -> dict[str, int]:
     """Published versions of the tenant's documents that this job does not replace (they are kept)."""
     return {d.document_id: d.published_version for d in catalog.list_documents(tenant_id)
             if d.status == "published" and d.document_id not in replaced and d.published_version is not None}
@@ -453,7 +453,7 @@ class PublishConflict(CitadelError):
     code = "publish_conflict"
 
 
-def publish_built(catalog: Catalog, partitions_dir: Path, built: BuiltSegment, staged: list[StagedVersion],
+def publish_built(catalog: Publisher, partitions_dir: Path, built: BuiltSegment, staged: list[StagedVersion],
                   job_id: str) -> None:
     """The atomic pointer switch (one catalog transaction), then drop segments no pointer names.
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import uuid
 from pathlib import Path
 
-from citadel.catalog.base import Catalog
+from citadel.catalog.base import JobLog
 from citadel.types import validate_tenant_id
 
 UPLOADS_DIR = "uploads"
@@ -31,7 +31,7 @@ def upload_path(home: Path, tenant_id: str, job_id: str, document_id: str, suffi
     return tenant_uploads(home, tenant_id) / job_id / f"{safe_name(document_id)}{suffix}"
 
 
-def delete_uploads(home: Path, catalog: Catalog, tenant_id: str, document_id: str) -> int:
+def delete_uploads(home: Path, catalog: JobLog, tenant_id: str, document_id: str) -> int:
     """Delete the document's raw uploads (every version's); returns how many files went.
 
     Two ids can share a safe name ("a/b", "a_b"), so a file of that name is this document's unless
@@ -50,7 +50,7 @@ def delete_uploads(home: Path, catalog: Catalog, tenant_id: str, document_id: st
     return deleted
 
 
-def _job_may_hold(catalog: Catalog, job_id: str, document_id: str) -> bool:
+def _job_may_hold(catalog: JobLog, job_id: str, document_id: str) -> bool:
     job = catalog.get_job(job_id)
     documents = {f.get("document_id") for f in ((job or {}).get("report") or {}).get("files", [])}
     return not documents or document_id in documents

@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from citadel.catalog.base import (CANDIDATE_DISMISSED, CANDIDATE_PENDING, CANDIDATE_PROMOTED, CANDIDATES_READ_LIMIT,
-                                  WITHHELD_QUESTION, Catalog)
+                                  WITHHELD_QUESTION, Catalog, PermissionSource)
 from citadel.errors import Conflict, InvalidRequest, NotFound
 from citadel.eval.rag import EXPECTATIONS, SPLITS
 from citadel.guardrails.personal import PATTERNS_ONLY, PersonalDataMasker
@@ -233,7 +233,7 @@ def cited_sources(response: Mapping[str, Any]) -> list[dict[str, Any]]:
     return sources
 
 
-def answer_label(label: Mapping[str, Any], catalog: Catalog, tenant_id: str) -> dict[str, Any]:
+def answer_label(label: Mapping[str, Any], catalog: PermissionSource, tenant_id: str) -> dict[str, Any]:
     """An owner's label of an answer item, checked: `expect` answer | refuse; `expected_documents`
     (the tenant's documents; at least one for an answer); optional `expected_answer` facts ("a|b":
     either), `expected_heading`, `expected_reason`, `must_not_cite_documents`, `category`, `split`,

@@ -6,14 +6,14 @@ import threading
 from collections import OrderedDict
 from pathlib import Path
 
-from citadel.catalog.base import Catalog
+from citadel.catalog.base import Publisher
 from citadel.segments.layout import tenant_root
 from citadel.segments.partition import Partition, Segment
 from citadel.types import validate_tenant_id
 
 
 class PartitionCache:
-    def __init__(self, catalog: Catalog, partitions_dir: Path, capacity: int = 16):
+    def __init__(self, catalog: Publisher, partitions_dir: Path, capacity: int = 16):
         self._catalog = catalog
         self._root = Path(partitions_dir)
         self._capacity = capacity

@@ -17,7 +17,7 @@ from typing import Protocol, runtime_checkable
 
 import numpy as np
 
-from citadel.catalog.base import Catalog
+from citadel.catalog.base import PermissionSource
 from citadel.config import RetrievalConfig, IndexConfig
 from citadel.embedding.base import Embedder
 from citadel.index.hnsw import ef_for_selectivity
@@ -72,7 +72,7 @@ class PassageRetriever(Protocol):
 
 
 class Retriever:
-    def __init__(self, catalog: Catalog, partitions: PartitionCache, embedder: Embedder | None,
+    def __init__(self, catalog: PermissionSource, partitions: PartitionCache, embedder: Embedder | None,
                  config: RetrievalConfig, index_config: IndexConfig):
         self._catalog = catalog
         self._partitions = partitions

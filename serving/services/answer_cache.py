@@ -8,7 +8,7 @@ from __future__ import annotations
 import logging
 
 from citadel.answer.service import outcome_of
-from citadel.catalog.base import Catalog
+from citadel.catalog.base import PermissionSource
 from citadel.config import CitadelConfig
 from citadel.resilience.breaker import BreakerOpen
 from citadel.resilience.faults import InjectedFault
@@ -26,7 +26,7 @@ CACHE_FAILURES = (StateUnavailable, BreakerOpen, InjectedFault)
 
 
 class AnswerCacheView:
-    def __init__(self, config: CitadelConfig, catalog: Catalog, state: State, metrics: ApiMetrics,
+    def __init__(self, config: CitadelConfig, catalog: PermissionSource, state: State, metrics: ApiMetrics,
                  guard: Guard | None = None):
         self.enabled = config.state.answer_cache_enabled
         self.catalog = catalog

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import logging
 
-from citadel.catalog.base import Catalog
+from citadel.catalog.base import AuditLog
 from citadel.config import CitadelConfig
 from citadel.errors import Conflict, Forbidden, InvalidRequest
 from citadel.identity.credentials import ServiceIdentity
@@ -20,7 +20,7 @@ log = logging.getLogger(__name__)
 
 
 class DrillService:
-    def __init__(self, config: CitadelConfig, catalog: Catalog):
+    def __init__(self, config: CitadelConfig, catalog: AuditLog):
         self.config = config
         self.catalog = catalog
 

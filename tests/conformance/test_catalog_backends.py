@@ -23,7 +23,8 @@ from typing import Callable
 
 import pytest
 
-from citadel.catalog.base import Catalog, CatalogAudit, LatestVersion, StagedVersion
+from citadel.catalog.base import (AnswerLog, AuditLog, CandidateQueue, Catalog, CatalogAudit, JobLog, LatestVersion,
+                                  PermissionSource, Publisher, StagedVersion)
 from citadel.errors import CatalogUnavailable, CitadelError, InvalidTenant, NotFound
 from citadel.types import DocumentMeta, Principal, content_hash, make_chunk_id
 from tests.postgres_server import fresh_database, postgres_dsn  # noqa: F401  (a session fixture)
@@ -82,8 +83,25 @@ def stage(doc: str, version: int, groups=("staff",), *, tenant: str = T1, visibi
                          tuple(content_hash(c) for c in chunk_ids))
 
 
+ROLES = (PermissionSource, Publisher, JobLog, AuditLog, AnswerLog, CandidateQueue)
+
+
 def test_implements_protocols(catalog):
     assert isinstance(catalog, Catalog) and isinstance(catalog, CatalogAudit)
+    assert [role.__name__ for role in ROLES if not isinstance(catalog, role)] == []
+
+
+def _methods(protocol: type) -> set[str]:
+    """The public methods a protocol declares itself (not those it inherits)."""
+    return {name for name, value in vars(protocol).items() if callable(value) and not name.startswith("_")}
+
+
+def test_the_roles_split_the_catalog_without_overlap():
+    """Catalog is exactly its roles' union and close: no method in two roles, none outside a role."""
+    owned = [name for role in ROLES for name in _methods(role)]
+    assert len(owned) == len(set(owned))
+    every = {name for name in dir(Catalog) if not name.startswith("_") and callable(getattr(Catalog, name))}
+    assert every == set(owned) | {"close"} and _methods(Catalog) == {"close"}
 
 
 # -- tenants ----------------------------------------------------------------------------------
