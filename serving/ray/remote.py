@@ -14,7 +14,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from citadel.answer.service import QueryVectorMemo
-from citadel.generation.base import approximate_tokens
+from citadel.generation.base import Generator, approximate_tokens
 from citadel.resilience.deadline import Deadline, current_deadline, time_left
 from citadel.types import Passage, Principal
 
@@ -150,7 +150,9 @@ class RemoteReranker(_Proxy):
         return self._stage_call("rerank", question, list(passages), top_n)
 
 
-class RemoteGenerator(_Proxy):
+class RemoteGenerator(_Proxy, Generator):
+    """Generator interface over the generator deployment (`generate_with_status` from the protocol)."""
+
     def count_tokens(self, text: str) -> int:
         """The documented approximation: the generator's own tokenizer lives in its replica, and a
         round trip per count would cost more than the precision is worth for a prompt budget."""

