@@ -129,15 +129,15 @@ def single_shot_http(config, items: list[dict], repeats: int) -> dict:
     from citadel.identity.context import sign_user_context
     from citadel.identity.credentials import ALL_TENANTS, add_credential
     from citadel.identity.keys import current_service_key
-    from serving.http.api import create_api, install_services
+    from serving.http.api import create_api
     from serving.services.compose import build_services
 
     config = config.model_copy(deep=True)
     config.state.answer_cache_enabled = False  # both paths compute every answer
     token = add_credential(config.credentials_path, "agent-bench", [ALL_TENANTS])
     key = current_service_key(config.service_keys_path, "agent-bench", create=True)
-    install_services(build_services(config))
-    server = uvicorn.Server(uvicorn.Config(create_api(), host="127.0.0.1", port=0, log_level="warning"))
+    server = uvicorn.Server(uvicorn.Config(create_api(build_services(config)), host="127.0.0.1", port=0,
+                                           log_level="warning"))
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
     while not server.started:

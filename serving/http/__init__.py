@@ -1,3 +1,5 @@
-"""The HTTP edge (DESIGN.md §2, §9): FastAPI routes (api.py), the protocol models (models.py), the one
-error shape (errors.py), admission before any body is read (admission.py) and the metrics credential
-(metrics.py). It opens each request's deadline and calls serving/services on worker threads. No Ray."""
+"""The HTTP edge (DESIGN.md §2, §9): the app factory (api.py), one router per endpoint family with its
+protocol models (routers/), what routes are given through `Depends` (deps.py: the services, the
+blocking-call runner that opens each request's deadline, the verified admin or caller), the shared
+protocol bits (protocol.py), the one error shape (errors.py), admission before any body is read
+(admission.py) and the metrics credential (metrics.py). It calls serving/services on worker threads. No Ray."""

@@ -31,9 +31,8 @@ from starlette.responses import JSONResponse
 from starlette.routing import Match
 
 from citadel.errors import CitadelError, PayloadTooLarge, Unavailable
-from serving.http.errors import error_body
+from serving.http.errors import REQUEST_ID_HEADER, error_body
 
-REQUEST_ID_HEADER = "x-request-id"
 CORRELATION_ID_HEADER = "x-correlation-id"
 # A client's correlation id is kept only when it is a plain token (full match: no trailing newline).
 CORRELATION_ID_PATTERN = re.compile(r"[A-Za-z0-9._-]{1,64}")

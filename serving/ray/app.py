@@ -33,7 +33,7 @@ from ray.serve import Application
 
 from citadel.answer.service import QueryVectorMemo
 from citadel.config import CitadelConfig, DeploymentSettings, load_config
-from serving.http.api import create_api, install_services
+from serving.http.api import create_api
 from serving.services.compose import build_services
 from serving.ray.loopback import pin_replica_grpc_to_loopback
 from citadel.resilience.deadline import deadline_scope
@@ -41,8 +41,6 @@ from citadel.resilience.process import Resilience
 from citadel.wiring import Stages, Wiring
 from serving.ray.remote import (RemoteEmbedder, RemoteGenerator, RemoteOrchestrator, RemoteReranker, RemoteRetriever,
                                 RemoteRouter, adopted_deadline)
-
-api = create_api()
 
 
 def _config(config_dict: dict) -> CitadelConfig:
@@ -230,16 +228,20 @@ class Orchestrator:
 
 # ---------------------------------------------------------------------- the ingress
 @serve.deployment
-@serve.ingress(api)
+@serve.ingress()
 class Gateway:
     """HTTP ingress. Without handles it runs every stage itself (fused); with them it calls the
-    stage deployments (split)."""
+    stage deployments (split). Its app is built in the replica, after the services, and holds them
+    (`__serve_build_asgi_app__`: Serve calls it once the constructor returned)."""
 
     def __init__(self, config_dict: dict, handles: dict[str, Any] | None = None):
         config = _config(config_dict)
         resilience = Resilience(config, replica_rank)
         stages = _remote_stages(config, handles, resilience) if handles else None
-        install_services(build_services(config, stages, resilience=resilience, in_replica=True))
+        self.services = build_services(config, stages, resilience=resilience, in_replica=True)
+
+    def __serve_build_asgi_app__(self):
+        return create_api(self.services)
 
 
 def _remote_stages(config: CitadelConfig, handles: dict[str, Any], resilience: Resilience) -> Stages:

@@ -1,7 +1,7 @@
 """What the reviewer page shows of one pending task (issue 16 item 8): the change as a diff of the
 proposed arguments against the record as it stood when the run asked (the tool's `current_path`), two
 lines of the run's evidence with their citations, the decisions the task takes, and the arguments a
-reviewer may edit. Plain data; serving/http/review_page.py renders it (and escapes every value)."""
+reviewer may edit. Plain data; serving/http/routers/review/rendering.py renders it (and escapes every value)."""
 
 from __future__ import annotations
 

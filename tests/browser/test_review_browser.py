@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from serving.http.review_page import COOKIE_NAME
+from serving.http.routers.review.session import COOKIE_NAME
 from tests.integration.test_approvals_api import DANA, RUNNING_EXAMPLE, SAM
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]

@@ -13,7 +13,8 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from serving.http.review_page import COOKIE_NAME, SECURITY_HEADERS
+from serving.http.routers.review.rendering import SECURITY_HEADERS
+from serving.http.routers.review.session import COOKIE_NAME
 from tests.integration.test_approvals_api import DANA, SAM, clock, deployment, start_run  # noqa: F401 (fixtures)
 
 HTML = "text/html"

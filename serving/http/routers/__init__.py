@@ -1,0 +1,27 @@
+"""The HTTP API's endpoint families, one folder each (its routes and its protocol models):
+
+    health     GET /healthz, GET /metrics
+    query      POST /v1/retrieve, POST /v1/answer
+    runs       conversations, messages, runs and their events, feedback, DELETE /v1/me/data
+    approvals  GET /v1/approvals, POST /v1/approvals/{id}:decide
+    admin      documents, jobs, kept prompts, the pause switch, candidate test items
+    drills     /v1/admin/faults
+    review     the reviewer page at /review (HTML, not in the OpenAPI document)
+
+Routes are defined at module level on each family's `APIRouter` and take what they need through
+serving/http/deps.py; `ROUTERS` is what create_api includes, in this order.
+"""
+
+from __future__ import annotations
+
+from serving.http.routers.admin import candidates as admin_candidates
+from serving.http.routers.admin import routes as admin
+from serving.http.routers.approvals import routes as approvals
+from serving.http.routers.drills import routes as drills
+from serving.http.routers.health import routes as health
+from serving.http.routers.query import routes as query
+from serving.http.routers.review import routes as review
+from serving.http.routers.runs import routes as runs
+
+ROUTERS = (health.router, query.router, runs.router, approvals.router, admin.router, admin_candidates.router,
+           drills.router, review.router)

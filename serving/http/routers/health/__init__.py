@@ -1,0 +1,1 @@
+"""Health and metrics: `GET /healthz` (public) and `GET /metrics` (a metrics credential only)."""
