@@ -5,9 +5,17 @@ codes beside the classes.
 A family class fixes the status (Unauthenticated is always 401); an instance may name a finer code
 within it (`Unauthenticated(..., code="expired_user_context")`). Anything that is not a CitadelError
 is a 500 `internal_error` whose details stay in the server log.
+
+Every class that carries a code of its own is defined here, once, and each such code belongs to one
+class (tests/unit/test_error_codes.py): the rooms that raise them import them from here (and keep
+re-exporting them under their old names). This module imports nothing of the project's, so any
+room may import it.
 """
 
 from __future__ import annotations
+
+from enum import Enum
+from typing import Any, Mapping
 
 
 class CitadelError(Exception):
@@ -141,14 +149,186 @@ class ReembedRequired(Conflict):
     code = "reembed_required"
 
 
-class CatalogUnavailable(Unavailable):
-    """The catalog (the permission source) cannot be read or written. Every backend raises this for
-    its own database errors, so callers fail closed without knowing which database it is."""
-
-    code = "permissions_unavailable"
-
-
 class PermissionsUnavailable(Unavailable):
     """The live permission check could not run (its store failed or its breaker is open): fail closed."""
 
     code = "permissions_unavailable"
+
+
+class CatalogUnavailable(PermissionsUnavailable):
+    """The catalog (the permission source) cannot be read or written. Every backend raises this for
+    its own database errors, so callers fail closed without knowing which database it is; to a
+    client it is the permission store being unavailable (its code)."""
+
+
+
+# ---------------------------------------------------------------------- ingestion
+class BadManifest(CitadelError):
+    code = "bad_manifest"
+
+
+class BadMetadata(CitadelError):
+    """A trusted document field that is malformed (a date that is not YYYY-MM-DD, say)."""
+
+    code = "bad_metadata"
+
+
+class DuplicateDocuments(CitadelError):
+    """Two sources of one job would publish the same (tenant, document id): the same version twice."""
+
+    code = "duplicate_document"
+
+
+class PublishConflict(CitadelError):
+    """Another job published this tenant after our build started; publishing would lose its work."""
+
+    code = "publish_conflict"
+
+
+# ---------------------------------------------------------------------- models and their servers
+class GeneratorError(CitadelError):
+    """A backend could not produce text (unreachable server, bad response, missing model)."""
+
+    code = "generator_failed"
+
+
+class RerankError(CitadelError):
+    """The reranker could not score (missing model directory, failed forward pass)."""
+
+    code = "rerank_failed"
+
+
+class ReaderError(CitadelError):
+    """The reader cannot score: its artefact is missing, corrupt or made for other base weights, or
+    its model server failed."""
+
+    code = "reader_failed"
+
+
+class PromptTooLarge(PayloadTooLarge):
+    """The parts that are never cut (the system text, the task) do not fit their allowance or the cap."""
+
+    code = "prompt_too_large"
+
+
+class PromptKeysUnavailable(Unavailable):
+    """The prompt keys are missing or malformed (the message names a kid at most, never a path)."""
+
+    code = "prompt_keys_unavailable"
+
+
+class PromptUnreadable(Unavailable):
+    """A kept record that does not decrypt (a key gone, a row tampered with)."""
+
+    code = "prompt_unreadable"
+
+
+# ---------------------------------------------------------------------- state and resilience
+class StateUnavailable(Unavailable):
+    """The state backend cannot be reached: callers fail open (cache) or closed (budgets, idempotency)."""
+
+    code = "state_unavailable"
+
+
+class BreakerOpen(Unavailable):
+    """The breaker did not admit the call; the caller should fall back or fail fast."""
+
+    code = "breaker_open"
+
+    def __init__(self, breaker: str, state: Enum):
+        super().__init__(f"{breaker}: circuit breaker {state.value}, call not admitted")
+        self.breaker = breaker
+        self.state = state  # a citadel.resilience.breaker.BreakerState
+
+
+class InvalidDeadline(CitadelError):
+    """A deadline header that is not a finite number of epoch seconds."""
+
+    code = "invalid_deadline"
+
+
+class InjectedFault(Unavailable):
+    """The error a drill injects; its own code so dashboards can tell it from a real failure."""
+
+    code = "injected_fault"
+
+
+class NoReplica(Unavailable):
+    code = "no_replica"
+
+
+# ---------------------------------------------------------------------- runs and tools
+class PlanInvalid(InvalidRequest):
+    """A plan or reflection that breaks the schema. A model backend asks once more, then raises
+    this; the orchestrator then falls back (the single-shot path, or the rules' reflection)."""
+
+    code = "plan_invalid"
+
+
+class PlannerUnavailable(Unavailable):
+    """The planner's server could not be reached or answered with an error."""
+
+    code = "planner_unavailable"
+
+
+class ApprovalRequired(CitadelError):
+    """A T2 call needs a person's approval before it runs: the run parks until one is decided."""
+
+    code = "approval_required"
+    http_status = 202
+
+    def __init__(self, spec: Any, arguments: Mapping[str, Any]):
+        # `spec` is a citadel.tools.spec.ToolSpec (not imported: this module imports nothing above it).
+        super().__init__(f"{spec.name} needs an approval from {spec.approver_group}")
+        self.spec = spec
+        self.arguments = dict(arguments)
+
+
+class ToolNotAllowed(Forbidden):
+    """A step called a tool it does not name."""
+
+    code = "tool_not_allowed"
+
+
+class InvalidToolArguments(InvalidRequest):
+    """Arguments a tool does not accept (the agent's own tools and the registry's HTTP tools alike)."""
+
+    code = "invalid_tool_args"
+
+
+class InvalidToolSpec(CitadelError):
+    """The tool registry (or one tool in it) is refused; `tool` and `field` say where, when known."""
+
+    code = "invalid_tool_spec"
+    http_status = 422
+
+    def __init__(self, problem: str, *, tool: str | None = None, field: str | None = None, source: str = ""):
+        where = " ".join(part for part in (source and f"{source}:", tool and f"tool {tool!r}:",
+                                           field and f"{field}:") if part)
+        super().__init__(f"{where} {problem}" if where else problem)
+        self.tool, self.field, self.problem = tool, field, problem
+
+
+class ToolCallFailed(Unavailable):
+    """The tool's system could not be reached or failed (5xx)."""
+
+    code = "tool_call_failed"
+
+
+class ToolCallRefused(CitadelError):
+    """The tool's system refused the call (4xx): for this user, these arguments, or this record."""
+
+    code = "tool_call_refused"
+    http_status = 403
+
+
+class DelegationRefused(CitadelError):
+    """The token service would not issue a token for this user (lost access, expired or foreign grant),
+    or the run holds no delegation: the tool call is not made."""
+
+    code = "delegation_refused"
+    http_status = 403
+
+
+class TokenServiceUnavailable(Unavailable):
+    code = "token_service_unavailable"

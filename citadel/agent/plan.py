@@ -21,7 +21,7 @@ from pydantic import (BaseModel, ConfigDict, Field, StrictBool, StrictFloat, Str
                       ValidationError, model_validator)
 
 from citadel import regex
-from citadel.errors import InvalidRequest
+from citadel.errors import InvalidRequest, PlanInvalid
 
 MAX_PLAN_STEPS = 12
 MAX_STEP_ID_CHARS = 32
@@ -52,13 +52,6 @@ Check = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, ma
 ArgKey = Annotated[str, StringConstraints(min_length=1, max_length=MAX_ARG_KEY_CHARS)]
 ArgText = Annotated[str, StringConstraints(max_length=MAX_ARG_CHARS)]
 ArgValue = StrictBool | StrictInt | StrictFloat | ArgText | None
-
-
-class PlanInvalid(InvalidRequest):
-    """A plan or reflection that breaks the schema. A model backend asks once more, then raises
-    this; the orchestrator then falls back (the single-shot path, or the rules' reflection)."""
-
-    code = "plan_invalid"
 
 
 class Step(BaseModel):

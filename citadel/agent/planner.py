@@ -32,7 +32,7 @@ from citadel.agent.plan import (MAX_ASK_CHARS, MAX_CHECK_CHARS, MAX_CONFLICTS, M
 from citadel.answer.prompt import escape_fences
 from citadel.answer.text import content_terms
 from citadel.config import AgentConfig
-from citadel.errors import Unavailable
+from citadel.errors import PlannerUnavailable
 from citadel.generation.backends import chat_completions_url
 from citadel.resilience.deadline import time_left
 from citadel.tools.intents import RequestedAction
@@ -70,12 +70,6 @@ PROMPT_CONVERSATION_ITEMS = 8
 # Bytes of a chat-completions response read at most (a reply is bounded by MAX_REPLY_CHARS anyway).
 MAX_RESPONSE_BYTES = 256 * 1024
 PLANNER_MAX_TOKENS = 800
-
-
-class PlannerUnavailable(Unavailable):
-    """The planner's server could not be reached or answered with an error."""
-
-    code = "planner_unavailable"
 
 
 @dataclass(frozen=True)

@@ -28,7 +28,7 @@ from typing import Any, Protocol
 
 from citadel.agent.evidence import passage_record
 from citadel.agent.plan import MAX_QUERY_CHARS, Step
-from citadel.errors import CitadelError, Forbidden, InvalidRequest
+from citadel.errors import ApprovalRequired, CitadelError, InvalidRequest, InvalidToolArguments, ToolNotAllowed
 from citadel.guardrails.planted import screen_tool_response, split_screened
 from citadel.retrieval.retriever import PassageRetriever
 from citadel.tools.intents import IntentMatcher, RequestedAction
@@ -56,35 +56,13 @@ class ToolRefused(CitadelError):
         self.decision = decision
 
 
-class ApprovalRequired(CitadelError):
-    """A T2 call needs a person's approval before it runs: the run parks until one is decided."""
-
-    code = "approval_required"
-    http_status = 202
-
-    def __init__(self, spec: ToolSpec, arguments: Mapping[str, Any]):
-        super().__init__(f"{spec.name} needs an approval from {spec.approver_group}")
-        self.spec = spec
-        self.arguments = dict(arguments)
-
-
-class ToolNotAllowed(Forbidden):
-    """A step called a tool it does not name."""
-
-    code = "tool_not_allowed"
-
-
-class InvalidToolArgs(InvalidRequest):
-    code = "invalid_tool_args"
-
-
 class Tool(Protocol):
     name: str
     tier: RiskTier  # T0 read, T1 reversible write, T2 money or hard to undo (citadel/tools/spec.py)
 
     def arguments(self, ask: str, args: Mapping[str, Any]) -> dict[str, Any]:
         """The call's effective arguments (defaults filled in from the step's `ask`), checked:
-        InvalidToolArgs for anything the tool does not accept. Equal results are one call."""
+        InvalidToolArguments for anything the tool does not accept. Equal results are one call."""
 
     def run(self, principal: Principal, arguments: Mapping[str, Any], request_id: str) -> dict[str, Any]:
         """Do the work on behalf of `principal`; a JSON-able result."""
@@ -110,13 +88,13 @@ class SearchTool:
     def arguments(self, ask: str, args: Mapping[str, Any]) -> dict[str, Any]:
         unknown = sorted(set(args) - {"query", "top_k"})
         if unknown:
-            raise InvalidToolArgs(f"search takes query and top_k, not {unknown}")
+            raise InvalidToolArguments(f"search takes query and top_k, not {unknown}")
         query = args.get("query") or ask
         if not isinstance(query, str) or not query.strip() or len(query) > MAX_QUERY_CHARS:
-            raise InvalidToolArgs(f"search needs a query of 1 to {MAX_QUERY_CHARS} characters")
+            raise InvalidToolArguments(f"search needs a query of 1 to {MAX_QUERY_CHARS} characters")
         top_k = args.get("top_k", self.top_k)
         if isinstance(top_k, bool) or not isinstance(top_k, int) or not 1 <= top_k <= MAX_SEARCH_TOP_K:
-            raise InvalidToolArgs(f"search top_k must be an integer from 1 to {MAX_SEARCH_TOP_K}")
+            raise InvalidToolArguments(f"search top_k must be an integer from 1 to {MAX_SEARCH_TOP_K}")
         return {"query": " ".join(query.split()), "top_k": top_k}
 
     def run(self, principal: Principal, arguments: Mapping[str, Any], request_id: str) -> dict[str, Any]:
@@ -217,10 +195,10 @@ class ToolRegistry:
         return current(principal, args) if current is not None else None
 
     def check_args(self, name: str, args: Mapping[str, Any]) -> None:
-        """For plan validation: the named tool accepts these arguments (InvalidToolArgs if not)."""
+        """For plan validation: the named tool accepts these arguments (InvalidToolArguments if not)."""
         tool = self._tools.get(name)
         if tool is None:
-            raise InvalidToolArgs(f"no tool named {name!r}")
+            raise InvalidToolArguments(f"no tool named {name!r}")
         tool.arguments("-", args)  # a placeholder ask: only explicit arguments are checked here
 
     def call_key(self, step: Step) -> str:

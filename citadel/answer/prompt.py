@@ -21,7 +21,7 @@ from citadel import regex
 from citadel.answer.expand import Source
 from citadel.catalog.base import DocumentRecord
 from citadel.config import AgentConfig, AnswerConfig
-from citadel.errors import PayloadTooLarge
+from citadel.errors import PromptTooLarge
 
 # v2: single-shot answers go through the budgeted assembly (sources tagged with status and effective
 # date, the question and `answer.task_instruction` last) instead of a plain two-message prompt.
@@ -96,12 +96,6 @@ SOURCES_HEADER = "Sources:"
 # The default of `answer.task_instruction`, which the wiring hands the assembler.
 TASK_INSTRUCTION = AnswerConfig.model_fields["task_instruction"].default
 UNKNOWN_STATUS, NO_EFFECTIVE_DATE = "unknown", "not stated"
-
-
-class PromptTooLarge(PayloadTooLarge):
-    """The parts that are never cut (the system text, the task) do not fit their allowance or the cap."""
-
-    code = "prompt_too_large"
 
 
 @dataclass(frozen=True)

@@ -26,7 +26,7 @@ from typing import Any, Protocol, Sequence, runtime_checkable
 from citadel.answer.expand import Source
 from citadel.answer.prompt import AssembledPrompt
 from citadel.chunking import count_tokens as words_and_marks
-from citadel.errors import CitadelError
+from citadel.errors import GeneratorError
 
 # Sub-word tokenizers (BPE, SentencePiece) split English prose into ~1.3 tokens per word. Applied to
 # words AND punctuation marks (the chunker's count), it overestimates prose a little, which is the
@@ -38,12 +38,6 @@ APPROX_TOKENS_PER_WORD = 1.3
 # `generate_with_status`: (text, model id of the backend that answered, downgrades such as
 # "generator_secondary"). A tuple, so composites outside this room return it without importing a type.
 GenerationStatus = tuple[str, str, list[str]]
-
-
-class GeneratorError(CitadelError):
-    """A backend could not produce text (unreachable server, bad response, missing model)."""
-
-    code = "generator_failed"
 
 
 @runtime_checkable

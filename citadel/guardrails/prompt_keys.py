@@ -20,18 +20,12 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from citadel.errors import Unavailable
+from citadel.errors import PromptKeysUnavailable
 
 KEY_BYTES = 32
 KEYS_FILE_NAME = "prompt_keys.json"
 DEFAULT_KEY_ENV = "CITADEL_PROMPT_KEYS"
 _OWNER_ONLY = 0o600
-
-
-class PromptKeysUnavailable(Unavailable):
-    """The prompt keys are missing or malformed (the message names a kid at most, never a path)."""
-
-    code = "prompt_keys_unavailable"
 
 
 @dataclass(frozen=True)

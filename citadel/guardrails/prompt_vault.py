@@ -23,7 +23,7 @@ from typing import Any, Protocol, runtime_checkable
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
-from citadel.errors import Unavailable
+from citadel.errors import PromptUnreadable
 from citadel.guardrails.prompt_keys import PromptKeyring
 
 NONCE_BYTES = 12  # the GCM standard nonce; random per record (2^-32 collision odds only after ~2^32 records)
@@ -53,12 +53,6 @@ class KeptPrompt:
     def to_dict(self) -> dict[str, Any]:
         return {"request_id": self.request_id, "tenant_id": self.tenant_id, "user_id": self.user_id,
                 "ts": self.ts, "kid": self.kid, "prompt": self.prompt, "reply": self.reply}
-
-
-class PromptUnreadable(Unavailable):
-    """A kept record that does not decrypt (a key gone, a row tampered with)."""
-
-    code = "prompt_unreadable"
 
 
 class PromptVault:

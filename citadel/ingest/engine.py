@@ -13,19 +13,13 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
-from citadel.errors import CitadelError
+from citadel.errors import DuplicateDocuments
 from citadel.ingest.report import JobReport
 from citadel.ingest.sources import AclSpec, DocumentSource
 from citadel.types import validate_tenant_id
 
 LOCAL_ENGINE = "local"
 RAY_ENGINE = "ray"
-
-
-class DuplicateDocuments(CitadelError):
-    """Two sources of one job would publish the same (tenant, document id): the same version twice."""
-
-    code = "duplicate_document"
 
 
 def check_unique(keys: Iterable[tuple[str, str]]) -> None:

@@ -19,7 +19,7 @@ import pyarrow.json as pa_json
 import pyarrow.parquet as pq
 
 from citadel.catalog.base import JobLog
-from citadel.errors import CitadelError
+from citadel.errors import BadManifest, CitadelError
 from citadel.ingest.engine import TenantSources, check_unique
 from citadel.ingest.sources import AclSpec, SourceFile, TrustedFields, discover
 from citadel.ingest.steps import replayed_fields
@@ -27,10 +27,6 @@ from citadel.types import validate_tenant_id
 
 REQUIRED_COLUMNS = ("tenant_id", "document_id", "source")
 JSONL_SUFFIXES = (".jsonl", ".json", ".ndjson")
-
-
-class BadManifest(CitadelError):
-    code = "bad_manifest"
 
 
 @dataclass(frozen=True)

@@ -22,7 +22,7 @@ from typing import Any, Mapping, Protocol, Sequence
 import yaml
 
 from citadel import regex
-from citadel.errors import CitadelError, InputRejected
+from citadel.errors import BadMetadata, InputRejected
 from citadel.parsing import parse_bytes
 from citadel.types import ParsedDocument, content_hash
 
@@ -33,12 +33,6 @@ ISO_DATE = regex.compile("sources.iso_date", r"[0-9]{4}-[0-9]{2}-[0-9]{2}")
 MAX_FIELD_CHARS = 256
 # Front-matter keys an operator's trusting job may take identity and permissions from.
 TRUSTED_FRONT_MATTER_KEYS = ("id", "groups", "owner", "status", "effective_date", "supersedes", "version")
-
-
-class BadMetadata(CitadelError):
-    """A trusted document field that is malformed (a date that is not YYYY-MM-DD, say)."""
-
-    code = "bad_metadata"
 
 
 @dataclass(frozen=True)

@@ -27,7 +27,7 @@ from citadel.chunking import chunk_document
 from citadel.config import CitadelConfig, IndexConfig
 from citadel.embedding.base import Embedder, TokenCounter
 from citadel.embedding.factory import make_token_counter
-from citadel.errors import CitadelError, ReembedRequired
+from citadel.errors import CitadelError, PublishConflict, ReembedRequired
 from citadel.ingest.sources import (
     TENANT_WIDE_GROUP,
     TRUSTED_FRONT_MATTER_KEYS,
@@ -445,12 +445,6 @@ def staged_from_partition(partition: Partition, first_new_row: int,
         raise CitadelError(f"segment lacks the chunks of {sorted(missing)[:5]}", code="verification_failed")
     return [StagedVersion(meta, version, doc_hash, tuple(ids[doc]), tuple(hashes[doc]))
             for doc, (meta, version, doc_hash) in documents.items()]
-
-
-class PublishConflict(CitadelError):
-    """Another job published this tenant after our build started; publishing would lose its work."""
-
-    code = "publish_conflict"
 
 
 def publish_built(catalog: Publisher, partitions_dir: Path, built: BuiltSegment, staged: list[StagedVersion],

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Protocol, Sequence, runtime_checkable
 
-from citadel.errors import CitadelError
+from citadel.errors import ReaderError
 
 # A question longer than this is cut before scoring: the model reads at most a few hundred tokens,
 # and a 10,000-character question must cost what a normal one costs.
@@ -18,13 +18,6 @@ MAX_QUESTION_CHARS = 512
 MAX_TEXT_CHARS = 2_000
 # At most this many texts in one call; more is a caller's bug, not a bigger batch.
 MAX_TEXTS = 512
-
-
-class ReaderError(CitadelError):
-    """The reader cannot score: its artefact is missing, corrupt or made for other base weights, or
-    its model server failed."""
-
-    code = "reader_failed"
 
 
 @runtime_checkable

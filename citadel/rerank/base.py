@@ -11,14 +11,8 @@ from __future__ import annotations
 import dataclasses
 from typing import Protocol, Sequence, runtime_checkable
 
-from citadel.errors import CitadelError
+from citadel.errors import RerankError
 from citadel.types import Passage
-
-
-class RerankError(CitadelError):
-    """The reranker could not score (missing model directory, failed forward pass)."""
-
-    code = "rerank_failed"
 
 
 @runtime_checkable

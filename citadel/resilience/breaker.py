@@ -21,7 +21,7 @@ from enum import Enum
 from typing import Any
 
 from citadel.config import BreakerSettings
-from citadel.errors import Unavailable
+from citadel.errors import BreakerOpen
 from citadel.resilience.clock import Clock
 from citadel.resilience.sketch import WindowedQuantiles
 
@@ -36,17 +36,6 @@ class BreakerState(str, Enum):
     OPEN = "open"
     HALF_OPEN = "half_open"
     RECOVERING = "recovering"
-
-
-class BreakerOpen(Unavailable):
-    """The breaker did not admit the call; the caller should fall back or fail fast."""
-
-    code = "breaker_open"
-
-    def __init__(self, breaker: str, state: BreakerState):
-        super().__init__(f"{breaker}: circuit breaker {state.value}, call not admitted")
-        self.breaker = breaker
-        self.state = state
 
 
 Transition = tuple[float, BreakerState, BreakerState, str]

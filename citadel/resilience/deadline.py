@@ -17,7 +17,7 @@ import time
 from collections.abc import Awaitable, Iterator
 from typing import TypeVar
 
-from citadel.errors import CitadelError, DeadlineExceeded
+from citadel.errors import DeadlineExceeded, InvalidDeadline
 from citadel.resilience.clock import Clock, ClockTimeout, MonotonicClock, wait_for
 
 T = TypeVar("T")
@@ -27,12 +27,6 @@ _HEADER_DECIMALS = 6  # microseconds: finer than any clock skew between hosts
 # The least a hop is given even when the deadline has (nearly) passed: a call with a zero or
 # negative timeout means "no timeout" to some clients; the hop then fails fast instead.
 MIN_TIME_LEFT_S = 0.001
-
-
-class InvalidDeadline(CitadelError):
-    """A deadline header that is not a finite number of epoch seconds."""
-
-    code = "invalid_deadline"
 
 
 class Deadline:

@@ -31,7 +31,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from citadel.errors import Unavailable
+from citadel.errors import InjectedFault
 from citadel.locks import file_lock
 
 log = logging.getLogger(__name__)
@@ -55,12 +55,6 @@ _KILLED_SUFFIX = ".killed"
 def _exit_replica() -> None:
     # os._exit, not sys.exit: skip cleanup handlers so it looks like a crash to Serve.
     os._exit(1)
-
-
-class InjectedFault(Unavailable):
-    """The error a drill injects; its own code so dashboards can tell it from a real failure."""
-
-    code = "injected_fault"
 
 
 class FaultSpec(BaseModel):

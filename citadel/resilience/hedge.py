@@ -18,7 +18,7 @@ from collections.abc import Awaitable, Callable, Collection, Sequence
 from dataclasses import dataclass
 from typing import Any, Union
 
-from citadel.errors import Unavailable
+from citadel.errors import NoReplica
 from citadel.resilience.budget import DEFAULT_WINDOW_S, ShareBudget
 from citadel.resilience.clock import Clock, consume
 from citadel.resilience.sketch import WindowedQuantiles
@@ -26,10 +26,6 @@ from citadel.resilience.sketch import WindowedQuantiles
 Call = Callable[[Any], Awaitable[Any]]
 Picker = Callable[[Collection[Call]], Union[Call, None]]
 MS = 1000.0
-
-
-class NoReplica(Unavailable):
-    code = "no_replica"
 
 
 @dataclass

@@ -16,7 +16,7 @@ from enum import StrEnum
 from typing import Any, Callable, Iterable, Protocol, runtime_checkable
 
 from citadel.config import StateConfig
-from citadel.errors import Unavailable
+from citadel.errors import StateUnavailable
 
 Clock = Callable[[], float]
 
@@ -38,12 +38,6 @@ class IdempotencyStatus(StrEnum):
     IN_PROGRESS = "in_progress"  # the same request is running elsewhere
     DONE = "done"  # finished: replay the stored response
     CONFLICT = "conflict"  # the key was used with a different request
-
-
-class StateUnavailable(Unavailable):
-    """The state backend cannot be reached: callers fail open (cache) or closed (budgets, idempotency)."""
-
-    code = "state_unavailable"
 
 
 @dataclass(frozen=True)

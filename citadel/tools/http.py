@@ -23,7 +23,7 @@ from typing import Any
 
 import httpx
 
-from citadel.errors import CitadelError, InvalidRequest, Unavailable
+from citadel.errors import CitadelError, InvalidToolArguments, ToolCallFailed, ToolCallRefused
 from citadel.resilience.deadline import time_left
 from citadel.tools.caller import ToolCaller
 from citadel.tools.schema import problems, validator_for
@@ -31,23 +31,6 @@ from citadel.tools.spec import KEY_PLACEHOLDER, PATH_PLACEHOLDER, RiskTier, Tool
 from citadel.types import Principal
 
 log = logging.getLogger(__name__)
-
-
-class ToolCallFailed(Unavailable):
-    """The tool's system could not be reached or failed (5xx)."""
-
-    code = "tool_call_failed"
-
-
-class ToolCallRefused(CitadelError):
-    """The tool's system refused the call (4xx): for this user, these arguments, or this record."""
-
-    code = "tool_call_refused"
-    http_status = 403
-
-
-class InvalidToolArguments(InvalidRequest):
-    code = "invalid_tool_args"
 
 
 class HttpTool:

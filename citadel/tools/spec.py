@@ -25,7 +25,7 @@ from typing import Annotated, Any
 import yaml
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from citadel.errors import CitadelError
+from citadel.errors import InvalidToolSpec
 from citadel.tools.schema import SchemaProblem, check_tool_schema, linear_pattern
 
 # `crm.create_discount_approval`: lower-case segments joined by dots (one segment, like the built-in
@@ -49,19 +49,6 @@ class RiskTier(StrEnum):
     T0 = "T0"  # read
     T1 = "T1"  # reversible write: runs at once, a share audited later
     T2 = "T2"  # money or hard to undo: a person approves
-
-
-class InvalidToolSpec(CitadelError):
-    """The tool registry (or one tool in it) is refused; `tool` and `field` say where, when known."""
-
-    code = "invalid_tool_spec"
-    http_status = 422
-
-    def __init__(self, problem: str, *, tool: str | None = None, field: str | None = None, source: str = ""):
-        where = " ".join(part for part in (source and f"{source}:", tool and f"tool {tool!r}:",
-                                           field and f"{field}:") if part)
-        super().__init__(f"{where} {problem}" if where else problem)
-        self.tool, self.field, self.problem = tool, field, problem
 
 
 class _FieldProblem(ValueError):

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 import httpx
 
-from citadel.errors import CitadelError, Unavailable
+from citadel.errors import DelegationRefused, TokenServiceUnavailable
 from citadel.resilience.deadline import time_left
 
 log = logging.getLogger(__name__)
@@ -33,18 +33,6 @@ REFRESH_TOKEN_TYPE = "urn:ietf:params:oauth:token-type:refresh_token"
 MAX_RESPONSE_BYTES = 64 * 1024
 MAX_TOKEN_CHARS = 32 * 1024
 OAUTH_ERROR = re.compile(r"^[a-z_]{1,40}$")  # RFC 6749 §5.2 codes; anything else is not repeated
-
-
-class DelegationRefused(CitadelError):
-    """The token service would not issue a token for this user (lost access, expired or foreign grant),
-    or the run holds no delegation: the tool call is not made."""
-
-    code = "delegation_refused"
-    http_status = 403
-
-
-class TokenServiceUnavailable(Unavailable):
-    code = "token_service_unavailable"
 
 
 @dataclass(frozen=True)
