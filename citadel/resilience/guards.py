@@ -17,7 +17,7 @@ import threading
 import time
 from typing import Any, Callable, Sequence
 
-from citadel.errors import PermissionsUnavailable
+from citadel.errors import CatalogUnavailable
 from citadel.resilience.breaker import BreakerOpen, LatencyBreaker
 from citadel.resilience.deadline import check_deadline
 from citadel.types import Degradation
@@ -174,6 +174,8 @@ class GuardedCatalog:
             try:
                 return self._guard.call(attribute, *args, **kwargs)
             except self._failures as error:
-                raise PermissionsUnavailable(f"permission store unavailable ({name}): {error}") from error
+                # The catalog's own failure type (a PermissionsUnavailable), whatever failed: callers
+                # that catch a catalog's errors see the same one behind the guard.
+                raise CatalogUnavailable(f"permission store unavailable ({name}): {error}") from error
 
         return guarded

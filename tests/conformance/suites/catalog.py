@@ -1,0 +1,253 @@
+"""The Catalog suite (DESIGN.md §3, §7; citadel/catalog/base.py).
+
+What callers rely on: the Catalog protocol and its roles (the live permission check above all: only
+published, current, ACL-permitted documents of the principal's own tenant are readable, and an ACL
+change or a withdrawal is effective on the next read), monotonic versions with idempotent
+re-ingestion, the atomic publish, jobs, dead letters and the append-only logs read back through
+CatalogAudit, and the one failure type: any database error leaves as CatalogUnavailable.
+"""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from citadel.catalog.base import (AnswerLog, AuditLog, CandidateQueue, Catalog, CatalogAudit, JobLog, LatestVersion,
+                                  PermissionSource, Publisher, StagedVersion)
+from citadel.errors import CatalogUnavailable, CitadelError, InvalidTenant, NotFound
+from citadel.types import DocumentMeta, Principal, content_hash, make_chunk_id
+
+T1, T2 = "acme", "globex"
+STAFF = Principal(T1, "alice", frozenset({"staff"}))
+EXEC = Principal(T1, "bob", frozenset({"exec"}))
+NOBODY = Principal(T1, "carol", frozenset())
+OTHER_TENANT_STAFF = Principal(T2, "dave", frozenset({"staff"}))
+
+
+def stage(doc: str, version: int, groups=("staff",), *, tenant: str = T1, visibility: str = "groups",
+          supersedes: str | None = None, body: str = "") -> StagedVersion:
+    meta = DocumentMeta(tenant, doc, title=f"Title of {doc}", source=f"/docs/{doc}.md", owner="owner@acme",
+                        visibility=visibility, supersedes=supersedes, groups=tuple(groups))
+    chunk_ids = tuple(make_chunk_id(tenant, doc, version, i) for i in range(3))
+    return StagedVersion(meta, version, content_hash(f"{doc}:{body or version}"), chunk_ids,
+                         tuple(content_hash(c) for c in chunk_ids))
+
+
+ROLES = (PermissionSource, Publisher, JobLog, AuditLog, AnswerLog, CandidateQueue)
+
+
+class CatalogConformance:
+    """Override `backend` (function-scoped: every test starts from an empty catalog) with the catalog
+    under test; the suite creates the two tenants and closes it."""
+
+    @pytest.fixture
+    def backend(self) -> Catalog:
+        raise NotImplementedError("a conformance subclass provides an empty catalog")
+
+    @pytest.fixture
+    def catalog(self, backend):
+        backend.ensure_tenant(T1)
+        backend.ensure_tenant(T2)
+        yield backend
+        backend.close()
+
+    def test_implements_protocols(self, catalog):
+        assert isinstance(catalog, Catalog) and isinstance(catalog, CatalogAudit)
+        assert [role.__name__ for role in ROLES if not isinstance(catalog, role)] == []
+
+    # -- tenants ----------------------------------------------------------------------------------
+
+    def test_tenants_are_created_once_and_listed_in_order(self, catalog):
+        catalog.ensure_tenant(T1)  # idempotent
+        catalog.publish(T1, "seg-1", "tiny", [stage("travel", 1)], "job-1")
+        rows = {row["tenant_id"]: row for row in catalog.list_tenants()}
+        assert list(rows) == sorted([T1, T2])
+        assert rows[T1]["segment_id"] == "seg-1" and rows[T1]["published_documents"] == 1
+        assert rows[T1]["published_chunks"] == 3
+        assert rows[T2]["segment_id"] is None and rows[T2]["published_documents"] == 0
+
+    @pytest.mark.parametrize("bad", ["", "Acme", "../etc", "a:b", "a b", "ácme", "a" * 64])
+    def test_a_tenant_id_that_is_not_a_plain_name_is_refused(self, catalog, bad):
+        with pytest.raises(InvalidTenant):
+            catalog.ensure_tenant(bad)
+
+    # -- publishing and the live permission check -------------------------------------------------
+
+    def test_publish_switches_the_pointer_and_records_the_documents(self, catalog):
+        assert catalog.published_segment(T1) is None
+        catalog.publish(T1, "seg-1", "tiny", [stage("travel", 1), stage("board", 1, groups=("exec",))], "job-1")
+        assert catalog.published_segment(T1) == "seg-1" and catalog.published_segment(T2) is None
+        record = catalog.get_document(T1, "travel")
+        assert (record.tenant_id, record.document_id, record.title, record.source) == (
+            T1, "travel", "Title of travel", "/docs/travel.md")
+        assert (record.status, record.published_version, record.latest_version) == ("published", 1, 1)
+        assert record.groups == ("staff",)
+        assert [d.document_id for d in catalog.list_documents(T1)] == ["board", "travel"]
+        assert catalog.list_documents(T2) == [] and catalog.get_document(T2, "travel") is None
+        assert catalog.manifest(T1, "travel", 1) == sorted(stage("travel", 1).chunk_ids)
+
+    def test_only_acl_permitted_documents_of_ones_own_tenant_are_readable(self, catalog):
+        catalog.publish(T1, "seg-1", "tiny", [stage("travel", 1), stage("board", 1, groups=("exec",)),
+                                              stage("handbook", 1, groups=(), visibility="tenant")], "job-1")
+        catalog.publish(T2, "seg-9", "tiny", [stage("travel", 1, tenant=T2)], "job-2")
+        assert set(catalog.readable_documents(STAFF)) == {"travel", "handbook"}
+        assert set(catalog.readable_documents(EXEC)) == {"board", "handbook"}
+        assert set(catalog.readable_documents(NOBODY)) == {"handbook"}
+        assert set(catalog.readable_documents(OTHER_TENANT_STAFF)) == {"travel"}
+        readable = catalog.readable_documents(STAFF)["travel"]
+        assert (readable.document_id, readable.version, readable.title, readable.source) == (
+            "travel", 1, "Title of travel", "/docs/travel.md")
+
+    def test_a_new_version_replaces_the_old_one_at_once(self, catalog):
+        catalog.publish(T1, "seg-1", "tiny", [stage("travel", 1)], "job-1")
+        catalog.publish(T1, "seg-2", "tiny", [stage("travel", 2)], "job-2")
+        assert catalog.readable_documents(STAFF)["travel"].version == 2
+        assert catalog.published_segment(T1) == "seg-2"
+        record = catalog.get_document(T1, "travel")
+        assert (record.published_version, record.latest_version) == (2, 2)
+
+    def test_a_document_naming_its_predecessor_retires_it(self, catalog):
+        catalog.publish(T1, "seg-1", "tiny", [stage("policy-2023", 1)], "job-1")
+        catalog.publish(T1, "seg-2", "tiny", [stage("policy-2024", 1, supersedes="policy-2023")], "job-2")
+        assert set(catalog.readable_documents(STAFF)) == {"policy-2024"}
+        assert catalog.get_document(T1, "policy-2023").status == "superseded"
+
+    def test_acl_changes_are_effective_on_the_next_read_and_audited(self, catalog):
+        catalog.publish(T1, "seg-1", "tiny", [stage("travel", 1)], "job-1")
+        first = catalog.get_document(T1, "travel").acl_version
+        version = catalog.set_acl(T1, "travel", ["exec"], actor="admin")
+        assert version > first and catalog.get_document(T1, "travel").acl_version == version
+        assert "travel" not in catalog.readable_documents(STAFF) and "travel" in catalog.readable_documents(EXEC)
+        tenant_wide = catalog.set_acl(T1, "travel", ["*"], actor="admin")
+        assert tenant_wide >= version and "travel" in catalog.readable_documents(NOBODY)
+        actions = [(row["actor"], row["action"], row["target"]) for row in catalog.audit_log(T1)]
+        assert ("admin", "acl_set", "travel") in actions
+        with pytest.raises(NotFound):
+            catalog.set_acl(T1, "no-such-document", ["staff"], actor="admin")
+
+    def test_a_withdrawn_document_is_unreadable_at_once_and_audited(self, catalog):
+        catalog.publish(T1, "seg-1", "tiny", [stage("travel", 1), stage("expenses", 1)], "job-1")
+        catalog.withdraw(T1, "travel", actor="admin")
+        assert set(catalog.readable_documents(STAFF)) == {"expenses"}
+        assert catalog.get_document(T1, "travel").status == "withdrawn"
+        assert ("admin", "withdraw", "travel") in [(r["actor"], r["action"], r["target"]) for r in catalog.audit_log()]
+        with pytest.raises(NotFound):
+            catalog.withdraw(T1, "no-such-document", actor="admin")
+
+    # -- versions ---------------------------------------------------------------------------------
+
+    def test_versions_are_monotonic_and_reingesting_published_content_is_a_no_op(self, catalog):
+        digest = stage("travel", 1).content_hash
+        assert catalog.next_version(T1, "travel", digest) == (1, False)
+        assert catalog.next_version(T1, "travel", digest, requested=4) == (4, False)
+        catalog.publish(T1, "seg-1", "tiny", [stage("travel", 1)], "job-1")
+        assert catalog.next_version(T1, "travel", digest) == (1, True)
+        assert catalog.next_version(T1, "travel", content_hash("changed")) == (2, False)
+        with pytest.raises(CitadelError) as raised:
+            catalog.next_version(T1, "travel", content_hash("changed"), requested=1)
+        assert raised.value.code == "stale_version"
+        catalog.withdraw(T1, "travel", actor="admin")
+        assert catalog.next_version(T1, "travel", digest) == (2, False), "withdrawn content is not published"
+
+    def test_latest_versions_cover_only_the_tenants_asked_for(self, catalog):
+        catalog.publish(T1, "seg-1", "tiny", [stage("travel", 1), stage("board", 1)], "job-1")
+        catalog.publish(T1, "seg-2", "tiny", [stage("travel", 2)], "job-2")
+        catalog.publish(T2, "seg-9", "tiny", [stage("travel", 1, tenant=T2)], "job-3")
+        latest = catalog.latest_versions([T1])
+        assert set(latest) == {(T1, "travel"), (T1, "board")}
+        assert latest[(T1, "travel")] == LatestVersion(2, stage("travel", 2).content_hash, "published")
+        assert set(catalog.latest_versions([T1, T2])) == {(T1, "travel"), (T1, "board"), (T2, "travel")}
+        assert catalog.latest_versions([]) == {}
+
+    # -- jobs, dead letters, audit ----------------------------------------------------------------
+
+    def test_jobs_run_then_finish_with_their_report(self, catalog):
+        job_id = catalog.create_job(T1, "ingest")
+        assert job_id != catalog.create_job(T1, "ingest")
+        job = catalog.get_job(job_id)
+        assert (job["job_id"], job["tenant_id"], job["kind"], job["status"], job["report"]) == (
+            job_id, T1, "ingest", "running", None)
+        catalog.finish_job(job_id, "succeeded", {"documents": 2, "failed": []})
+        done = catalog.get_job(job_id)
+        assert done["status"] == "succeeded" and done["report"] == {"documents": 2, "failed": []}
+        assert catalog.get_job("no-such-job") is None
+
+    def test_dead_letters_are_listed_per_tenant_until_retried(self, catalog):
+        job_id = catalog.create_job(T1, "ingest")
+        first = catalog.add_dead_letter(job_id, T1, "a.pdf", "parse_failed", "bad xref", {"size": 10})
+        second = catalog.add_dead_letter(job_id, T2, "b.md", "too_large", "over the limit", {})
+        assert first != second
+        [row] = catalog.dead_letters(T1)
+        assert (row["id"], row["source"], row["code"], row["reason"], row["meta"]) == (
+            first, "a.pdf", "parse_failed", "bad xref", {"size": 10})
+        assert [r["id"] for r in catalog.dead_letters()] == [first, second]
+        catalog.mark_dead_letter_retried(first)
+        assert catalog.dead_letters(T1) == []
+        assert [r["id"] for r in catalog.dead_letters(T1, include_retried=True)] == [first]
+
+    def test_audit_rows_are_appended_in_order_with_their_detail(self, catalog):
+        catalog.audit("admin", "credential_add", T1, "app-1", {"tenants": [T1]})
+        catalog.audit("admin", "credential_revoke", T2, "app-2", {})
+        rows = catalog.audit_log()
+        assert [(r["action"], r["tenant_id"], r["target"], r["detail"]) for r in rows[-2:]] == [
+            ("credential_add", T1, "app-1", {"tenants": [T1]}), ("credential_revoke", T2, "app-2", {})]
+        assert all(r["tenant_id"] == T1 for r in catalog.audit_log(T1))
+
+    # -- the answer log ---------------------------------------------------------------------------
+
+    def test_the_answer_log_appends_and_never_replaces(self, catalog):
+        first = catalog.log_answer("req-1", T1, "alice", "q1", {"answer": "a1"}, correlation_id="c-1")
+        again = catalog.log_answer("req-1", T1, "alice", "q1 again", {"answer": "a2"}, cached=True)
+        other = catalog.log_answer("req-2", T2, "dave", "q2", {"answer": "a3"})
+        assert first < again < other
+        rows = catalog.answer_log(T1)
+        assert [(r["request_id"], r["question"], r["response"], r["cached"]) for r in rows] == [
+            ("req-1", "q1", {"answer": "a1"}, False), ("req-1", "q1 again", {"answer": "a2"}, True)]
+        assert rows[0]["correlation_id"] == "c-1"
+        assert [r["request_id"] for r in catalog.answer_log(limit=2)] == ["req-1", "req-2"], "newest two, oldest first"
+
+    def test_the_answer_log_reads_the_rows_since_a_time(self, catalog):
+        catalog.log_answer("old", T1, "alice", "q1", {})
+        time.sleep(0.01)
+        cutoff = time.time()
+        catalog.log_answer("new", T1, "alice", "q2", {})
+        catalog.log_answer("other-tenant", T2, "dave", "q3", {})
+        assert [r["request_id"] for r in catalog.answer_log(T1, since=cutoff)] == ["new"]
+        assert [r["request_id"] for r in catalog.answer_log(since=cutoff)] == ["new", "other-tenant"]
+        assert [r["request_id"] for r in catalog.answer_log(T1)] == ["old", "new"], "no `since`: every row"
+
+    def test_the_retention_purge_removes_only_old_rows(self, catalog):
+        catalog.log_answer("req-1", T1, "alice", "q", {})
+        assert catalog.purge_answers(older_than_s=3_600) == 0
+        time.sleep(0.01)
+        assert catalog.purge_answers(older_than_s=0) == 1
+        assert catalog.answer_log() == []
+
+    def test_a_withdrawal_forgets_only_the_answers_citing_the_document(self, catalog):
+        cited = {"answer": "quote [1]", "citations": [{"document_id": "memo", "version": 1}],
+                 "passages": [{"document_id": "memo"}]}
+        catalog.log_answer("cites", T1, "alice", "q", cited)
+        catalog.log_answer("retrieved-only", T1, "alice", "q", {"citations": [], "passages": [{"document_id": "memo"}]})
+        catalog.log_answer("other-doc", T1, "alice", "q", {"citations": [{"document_id": "memo-2", "version": 1}]})
+        catalog.log_answer("other-tenant", T2, "alice", "q", cited)
+        catalog.log_answer("refusal", T1, "alice", "q", {"refused": True, "citations": None})
+        assert catalog.forget_answers_citing(T1, "memo") == 1
+        assert [r["request_id"] for r in catalog.answer_log()] == ["retrieved-only", "other-doc", "other-tenant",
+                                                                     "refusal"]
+        assert catalog.forget_answers_citing(T1, "memo") == 0
+
+    def test_document_chunk_ids_span_every_version(self, catalog):
+        catalog.publish(T1, "seg1", "tiny", [stage("memo", 1)], "job1")
+        catalog.publish(T1, "seg2", "tiny", [stage("memo", 2), stage("other", 1)], "job2")
+        assert catalog.document_chunk_ids(T1, "memo") == {make_chunk_id(T1, "memo", v, i) for v in (1, 2) for i in range(3)}
+        assert catalog.document_chunk_ids(T1, "missing") == set()
+
+    # -- failure ----------------------------------------------------------------------------------
+
+    def test_a_database_failure_leaves_as_catalog_unavailable(self, backend):
+        backend.close()  # every later call meets a closed database
+        with pytest.raises(CatalogUnavailable):
+            backend.readable_documents(STAFF)
+        with pytest.raises(CatalogUnavailable):
+            backend.ensure_tenant(T1)
