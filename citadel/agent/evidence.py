@@ -18,16 +18,17 @@ conflict resolved to itself (the caller adds the predecessor's record, `predeces
 from __future__ import annotations
 
 import datetime
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, fields
 from typing import Any
 
 from citadel.agent.budget import TokenMeter
-from citadel.agent.criteria import CriterionCheck, open_checks
-from citadel.agent.plan import MAX_DETAIL_CHARS
+from citadel.agent.criteria import CriterionCheck, criteria_checks, open_checks
+from citadel.agent.plan import MAX_DETAIL_CHARS, SEARCH
+from citadel.agent.records import succeeded
 from citadel.answer.conflicts import EFFECTIVE_DATES, SUPERSEDES, Conflict, detect_conflicts
 from citadel.answer.expand import Source
-from citadel.answer.gate import TermIdf, passage_terms, weighted_coverage
+from citadel.answer.gate import TermIdf, passage_terms, term_idf, weighted_coverage
 from citadel.answer.text import STOPWORDS, content_terms, split_sentences, stem, words_of
 from citadel.catalog.base import DocumentRecord
 from citadel.chunking import count_tokens
@@ -277,3 +278,60 @@ def evidence_lines(passages: Sequence[Passage], about: str, most: int = REVIEW_E
         quote = best if len(best) <= MAX_EVIDENCE_QUOTE_CHARS else best[:MAX_EVIDENCE_QUOTE_CHARS - 1] + "…"
         lines.append({"quote": quote, "citation": citation_label(passage), "chunk_id": passage.chunk_id})
     return lines
+
+
+def gathered(step_records: Sequence[tuple[Any, Mapping[str, Any]]]) -> list[Passage]:
+    """The passages of the successful steps, taken in turn from each step (best first within a
+    step) so every sub-question is represented among the first sources; each chunk once."""
+    lists = [[passage_from_record(p) for p in record.get("passages", [])]
+             for _, record in step_records if succeeded(record)]
+    seen: set[str] = set()
+    passages: list[Passage] = []
+    for rank in range(max((len(ps) for ps in lists), default=0)):
+        for ps in lists:
+            if rank < len(ps) and ps[rank].chunk_id not in seen:
+                seen.add(ps[rank].chunk_id)
+                passages.append(ps[rank])
+    return passages
+
+
+class RunEvidence:
+    """A run's evidence as reflection and synthesis read it (`state`: the drive's RunState,
+    citadel/agent/journal.py): the passages its steps found (or, after a reviewer corrected the
+    sources, what `refreshed(state)` found again), the catalog records of their documents and of the
+    versions they retired, the term weights of the tenant's partition, and the criteria to settle.
+    `earlier_questions(state)`: the user's earlier questions (a case named before); `today`: the ISO
+    date deciding which effective dates are in force."""
+
+    def __init__(self, catalog, partitions, refreshed: Callable[[Any], list],
+                 earlier_questions: Callable[[Any], tuple[str, ...]], today: Callable[[], str]):
+        self.catalog = catalog
+        self.partitions = partitions
+        self.refreshed = refreshed
+        self.earlier_questions = earlier_questions
+        self.today = today
+
+    def of(self, state, pending: bool = True) -> EvidenceSet:
+        """The run's evidence now; `pending`: with the asks of the steps still to run."""
+        steps = state.step_records()
+        passages = gathered(self.refreshed(state) or steps)
+        partition = self.partitions.get(state.principal.tenant_id)
+        searched = tuple(str(s.args.get("query", s.ask)) for s, _ in steps if s.tool == SEARCH)
+        acted = tuple(s.ask for s, r in steps if s.tool != SEARCH and succeeded(r))
+        checks = tuple(criteria_checks(state.run.question, passages, self.earlier_questions(state)))
+        return EvidenceSet(tuple(passages), self.documents(state.principal, passages),
+                           term_idf(partition) if partition is not None else None,
+                           tuple(s.ask for s in state.pending()) if pending else (),
+                           state.meter, self.today(), checks, searched, acted)
+
+    def documents(self, principal, passages: Sequence[Passage]) -> dict[str, DocumentRecord | None]:
+        """The catalog records of the passages' documents, and of the versions they retired (never in
+        the evidence: retired at publish) where the user's groups could read them, so a conflict is
+        reported from the catalog's metadata."""
+        tenant = principal.tenant_id
+        records = {d: self.catalog.get_document(tenant, d) for d in sorted({p.document_id for p in passages})}
+        for older in sorted(predecessor_ids(records)):
+            record = self.catalog.get_document(tenant, older)
+            if record is not None and principal.groups & set(record.groups):
+                records[older] = record
+        return records

@@ -27,6 +27,7 @@ The logic over `citadel.state.conversations.ConversationStore` (which only store
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from typing import Iterable, Mapping, Sequence
 
@@ -335,3 +336,51 @@ class ConversationMemory:
 def source_refs(citations: Iterable[Mapping]) -> tuple[SourceRef, ...]:
     """An answer's citations (dicts with document_id and version, in [n] order) as SourceRefs."""
     return tuple(SourceRef(str(c["document_id"]), int(c["version"])) for c in citations)
+
+
+class RunConversation:
+    """A run's view of its conversation (`state`: the drive's RunState, citadel/agent/journal.py):
+    the context, live-checked once per drive, that plans and synthesis read, the user's earlier
+    questions, and the answer recorded as the assistant's turn. Without a memory (a benchmark, a
+    test) a run has no conversation."""
+
+    def __init__(self, memory: ConversationMemory | None):
+        self.memory = memory
+
+    def context(self, state) -> ConversationContext | None:
+        """The conversation so far, less this run's own question, live-checked when first needed in
+        this drive: a summary line or an answer whose source the user can no longer read is not in
+        it. None outside a stored conversation."""
+        if state.context is None and self.memory is not None:
+            try:
+                context = self.memory.context(state.run.conversation_id, state.principal)
+            except NotFound:
+                return None
+            state.context = dataclasses.replace(context, turns=tuple(m for m in context.turns
+                                                                     if m.run_id != state.run_id))
+        return state.context
+
+    def prompt_items(self, state) -> tuple[list[PromptItem], list[PromptItem]]:
+        """The conversation part and the notes part of the synthesis prompt."""
+        context = self.context(state)
+        return (context.conversation_items(), context.note_items()) if context is not None else ([], [])
+
+    def earlier_questions(self, state) -> tuple[str, ...]:
+        """What the user asked before in this conversation, in their own words, oldest first."""
+        context = self.context(state)
+        if context is None:
+            return ()
+        return (*(line.text for line in context.summary if line.source is None),
+                *(m.content for m in context.turns if m.role == USER))
+
+    def remember_answer(self, state, record: Mapping) -> None:
+        """The answer as the conversation's assistant turn, once (a resumed driver finds it there)."""
+        if self.memory is None:
+            return
+        try:
+            messages = self.memory.store.messages(state.run.conversation_id)
+            if not any(m.run_id == state.run_id and m.role == ASSISTANT for m in messages):
+                self.memory.record_answer(state.run.conversation_id, state.principal, record["answer"],
+                                          source_refs(record["citations"]), state.run_id)
+        except NotFound:
+            return

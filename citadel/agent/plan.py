@@ -23,6 +23,8 @@ from pydantic import (BaseModel, ConfigDict, Field, StrictBool, StrictFloat, Str
 from citadel import regex
 from citadel.errors import InvalidRequest, PlanInvalid
 
+# The search tool's name: the step every plan can take (planner.py plans with it, evidence.py reads its results).
+SEARCH = "search"
 MAX_PLAN_STEPS = 12
 MAX_STEP_ID_CHARS = 32
 MAX_ASK_CHARS = 500

@@ -28,7 +28,8 @@ from citadel import regex
 from citadel.agent.budget import TokenMeter
 from citadel.agent.evidence import DEFAULT_MIN_COVERAGE, EvidenceSet, missing_words, on_topic, resolved_conflicts
 from citadel.agent.plan import (MAX_ASK_CHARS, MAX_CHECK_CHARS, MAX_CONFLICTS, MAX_GAPS, MAX_PLAN_STEPS,
-                                MAX_REPLY_CHARS, Plan, PlanInvalid, Reflection, parse_plan, parse_reflection)
+                                MAX_REPLY_CHARS, SEARCH, Plan, PlanInvalid, Reflection, parse_plan,
+                                parse_reflection)
 from citadel.answer.prompt import escape_fences
 from citadel.answer.text import content_terms
 from citadel.config import AgentConfig
@@ -37,7 +38,6 @@ from citadel.generation.backends import chat_completions_url
 from citadel.resilience.deadline import time_left
 from citadel.tools.intents import RequestedAction
 
-SEARCH = "search"
 # A piece of a question with fewer content terms than this ("and tenure") is not a question on its
 # own: it stays joined to its neighbour.
 MIN_PART_TERMS = 2
