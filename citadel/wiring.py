@@ -452,11 +452,11 @@ class Wiring:
 
     def make_orchestrator(self, run_store, planner=None, **options):
         """An orchestrator over the given run store (and planner, else this wiring's); `options` go to
-        `Orchestrator` (clock, executor, after_step, today, memory: this wiring's conversation memory
+        `build_orchestrator` (clock, executor, after_step, today, memory: this wiring's conversation memory
         unless given). Unless `after_step` is given, the hook is
         the `AFTER_STEP` crash point (citadel/resilience/crash_points.py): a drill arms it through the
         environment; unarmed it costs one environment lookup per step."""
-        from citadel.agent.orchestrator import Orchestrator
+        from citadel.agent.orchestrator import build_orchestrator
         from citadel.resilience.crash_points import after_step
         from citadel.tools.honeypots import HoneypotPlanter
         from citadel.tools.reviews import ReviewPolicy
@@ -471,8 +471,10 @@ class Wiring:
         options.setdefault("flagged", self.suspicious_content)
         options.setdefault("spend", self.user_spend)
         options.setdefault("bundle_id", self.bundle.id)
-        return Orchestrator(run_store, self.answer_service, planner or self.planner, self.agent_tools,
-                            self.config.agent, cost_per_1k_tokens=self.config.state.cost_per_1k_tokens, **options)
+        return build_orchestrator(run_store, self.answer_service, planner or self.planner, self.agent_tools,
+                                  self.config.agent, router=self.router, catalog=self.catalog,
+                                  partitions=self.partitions, cost_per_1k_tokens=self.config.state.cost_per_1k_tokens,
+                                  **options)
 
     def ingestor(self, progress=None) -> IngestEngine:
         """An in-process ingestion engine writing through this wiring's catalog and embedder."""

@@ -6,5 +6,9 @@
 - `budget`: the per-run token and cost counter;
 - `tools`: the tools a step may call (the `search` tool) and the default step executor;
 - `orchestrator`: `Orchestrator.drive(run_id, owner)`, the loop with its five stopping rules, resumable
-  from the run store.
+  from the run store, driving its parts: `journal` (records, events, lease), `planning` (plans and
+  reflections acted on by code), `steps` (the limits and rounds of parallel steps), `approval_flow`
+  (approvals and review tasks), `synthesis` and `delivery` (the answer, then its events);
+- `records`: the typed outcomes (`StepOutcome`, `LoopSignal`, `StopReason`) and run records, with
+  their stored JSON form.
 """

@@ -113,7 +113,7 @@ def _render(event) -> None:
 def _render_final(data: dict) -> None:
     """The authoritative answer with its outcome: a not-confirmed reply asserts nothing, and its
     citations are the closest evidence found."""
-    from citadel.agent.orchestrator import record_outcome
+    from citadel.agent.records import record_outcome
     from citadel.answer.service import NOT_CONFIRMED
 
     answer = escape(str(data.get("answer", "")))
@@ -140,7 +140,7 @@ def show(run_id: str = typer.Argument(...), config: Optional[Path] = ConfigOptio
     if run is None:
         console.print(f"[red]no run {escape(run_id)}[/red]")
         raise typer.Exit(1)
-    from citadel.agent.orchestrator import run_outcome
+    from citadel.agent.records import run_outcome
 
     steps = wiring.run_store.steps(run_id)
     print(json.dumps({**run.to_dict(), "outcome": run_outcome(steps), "steps": sorted(steps)}, indent=1))

@@ -21,7 +21,7 @@ from citadel.config import CitadelConfig
 from citadel.errors import InvalidRequest, NotFound, PayloadTooLarge
 from citadel.agent.budget import PREPAID
 from citadel.agent.memory import ConversationMemory
-from citadel.agent.orchestrator import record_outcome, run_outcome
+from citadel.agent.records import record_outcome, run_outcome
 from citadel.quality.candidates import CandidateQueue
 from citadel.state.conversations import Conversation, ConversationStore
 from citadel.state.runs import FINISHED, TERMINAL_EVENTS, EventType, Run, RunEvent, RunStatus, RunStore
