@@ -2,8 +2,10 @@
 
 The statements are citadel/catalog/sql.py's, shared with Postgres; this module keeps the connection
 (one, behind a lock; every write a `BEGIN IMMEDIATE` transaction, which also serialises writers per
-tenant), SQLite's dialect, the migration of the first answer-log layout, and the scrubbing of deleted
-text. Every database error leaves as `CatalogUnavailable` (the Catalog protocol's one failure), with
+tenant), SQLite's dialect, the schema, the migration of the first answer-log layout, and the scrubbing
+of deleted text. The schema is the Postgres migrations' (citadel/catalog/migrations/), translated
+line by line into SQLite's spelling of the same columns and rules (`sqlite_schema`), so the tables are
+declared once for both backends. Every database error leaves as `CatalogUnavailable` (the Catalog protocol's one failure), with
 the SQLite message and path in the server log only: callers fail closed without importing sqlite3.
 """
 
@@ -13,15 +15,26 @@ import json
 import sqlite3
 import threading
 from contextlib import contextmanager
-from importlib import resources
 from pathlib import Path
 from typing import Any, Iterator, Sequence
 
 from citadel.catalog.base import SENSITIVE_DATA_REASON, WITHHELD_QUESTION
+from citadel.catalog.migrations import Migration, migrations
 from citadel.catalog.sql import SQLCatalog, Tx, unavailable_on_error
 
 # The first answer-log layout (keyed by the client's request id), renamed while it is migrated.
 _FIRST_ANSWER_LOG = "answer_log_v1"
+# Postgres's spelling of a column in the migrations, and SQLite's for the same affinity and rule.
+_SQLITE_TYPES = (("BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY", "INTEGER PRIMARY KEY AUTOINCREMENT"),
+                 ("BOOLEAN NOT NULL DEFAULT FALSE", "INTEGER NOT NULL DEFAULT 0"),
+                 ("DOUBLE PRECISION", "REAL"), ("BYTEA", "BLOB"))
+# The migrations' append-only rule: a Postgres trigger function, and the line that applies it.
+_APPEND_ONLY_FUNCTION = "CREATE FUNCTION citadel_append_only()"
+_APPEND_ONLY_TRIGGER = "FOR EACH ROW EXECUTE FUNCTION citadel_append_only();"
+# What the translation cannot carry to SQLite: Postgres syntax it does not rewrite, and statements that
+# are not idempotent (SQLite applies the whole schema on every open, with IF NOT EXISTS).
+_UNTRANSLATED = ("$$", "GENERATED", "BYTEA", "BOOLEAN", "DOUBLE PRECISION", "EXECUTE FUNCTION", "ALTER ", "DROP ",
+                 "INSERT ", "UPDATE ", "DELETE ")
 
 
 class SQLiteDialect:
@@ -64,9 +77,8 @@ class SQLiteCatalog(SQLCatalog):
         # Deleted rows are overwritten with zeros, not left in free pages: a withdrawal's deleted
         # answers must not be recoverable from the file (citadel/ingest/withdrawal.py).
         self._conn.execute("PRAGMA secure_delete=ON")
-        schema = resources.files("citadel.catalog").joinpath("schema.sql").read_text()
         _set_aside_first_answer_log(self._conn)
-        self._conn.executescript(schema)
+        self._conn.executescript(sqlite_schema())
         self._move_first_answer_log()
 
     def close(self) -> None:
@@ -113,6 +125,38 @@ class SQLiteCatalog(SQLCatalog):
                 (SENSITIVE_DATA_REASON, WITHHELD_QUESTION),
             )
             tx.execute(f"DROP TABLE {_FIRST_ANSWER_LOG}")
+
+
+def sqlite_schema(shipped: Sequence[Migration] | None = None) -> str:
+    """Every migration's (`shipped`: those in citadel/catalog/migrations/) tables, indexes and append-only triggers in SQLite's spelling, each statement
+    `IF NOT EXISTS` (applied on every open). Raises for a migration it cannot translate, so a new one
+    that needs more than this is noticed at once rather than skipped on SQLite."""
+    lines: list[str] = []
+    for migration in migrations() if shipped is None else shipped:
+        in_function, trigger_table = False, ""
+        for line in migration.sql.splitlines():
+            if line.startswith(_APPEND_ONLY_FUNCTION):
+                in_function = True
+            if in_function:  # SQLite's triggers raise themselves: the function body is dropped
+                in_function = line != "$$;"
+                continue
+            if line.startswith("--"):
+                continue
+            if line.startswith(("CREATE TABLE ", "CREATE INDEX ", "CREATE TRIGGER ")):
+                words = line.split(" ")
+                line = " ".join([*words[:2], "IF NOT EXISTS", *words[2:]])
+                trigger_table = words[-1] if words[1] == "TRIGGER" else ""
+            elif line.strip() == _APPEND_ONLY_TRIGGER and trigger_table:
+                line = f"BEGIN SELECT RAISE(ABORT, '{trigger_table} is append-only'); END;"
+            for postgres, sqlite in _SQLITE_TYPES:
+                line = line.replace(postgres, sqlite)
+            lines.append(line)
+    script = "\n".join(lines) + "\n"
+    statements = script.replace("BEFORE UPDATE ON", "").replace("BEFORE DELETE ON", "")
+    untranslated = [word for word in _UNTRANSLATED if word in statements]
+    if untranslated:
+        raise RuntimeError(f"catalog migrations SQLite cannot apply as they are: {untranslated}")
+    return script
 
 
 def _dict_row(cursor: sqlite3.Cursor, row: tuple[Any, ...]) -> dict[str, Any]:

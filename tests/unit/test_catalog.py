@@ -129,3 +129,31 @@ def test_answer_log_appends_and_the_purger_deletes_only_expired_rows(catalog, tm
         time.sleep(0.05)
     purger.stop()
     assert [r["request_id"] for r in catalog.answer_log()] == ["r1", "r1"]
+
+
+def test_the_sqlite_schema_is_the_migrations_in_sqlite_spelling(tmp_path):
+    import sqlite3
+
+    from citadel.catalog.migrations import migrations
+    from citadel.catalog.sqlite import sqlite_schema
+
+    declared = {line.split()[2] for m in migrations() for line in m.sql.splitlines()
+                if line.startswith("CREATE TABLE ")}
+    db = sqlite3.connect(tmp_path / "schema.sqlite")
+    db.executescript(sqlite_schema())
+    db.executescript(sqlite_schema())  # applied on every open: a no-op the second time
+    tables = {name for (name,) in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    assert declared <= tables and {"answer_log", "prompt_vault", "eval_candidates"} <= declared
+    columns = {row[1]: row[2] for row in db.execute("PRAGMA table_info(prompt_vault)")}
+    assert (columns["id"], columns["ts"], columns["nonce"]) == ("INTEGER", "REAL", "BLOB")
+    db.execute("INSERT INTO audit_log (ts, actor, action, tenant_id, target, detail) VALUES (1, 'a', 'b', 'c', 'd', '{}')")
+    with pytest.raises(sqlite3.IntegrityError, match="audit_log is append-only"):
+        db.execute("DELETE FROM audit_log")
+
+
+def test_a_migration_sqlite_cannot_apply_is_refused_not_skipped():
+    from citadel.catalog.migrations import Migration
+    from citadel.catalog.sqlite import sqlite_schema
+
+    with pytest.raises(RuntimeError, match="ALTER"):
+        sqlite_schema([Migration(4, "add_column", "ALTER TABLE jobs ADD COLUMN note TEXT;")])

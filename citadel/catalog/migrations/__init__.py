@@ -6,6 +6,10 @@ Postgres advisory lock while it reads and applies them, so processes that start 
 nodes, several replicas) apply each migration exactly once: the first applies, the others wait on
 the lock and then find nothing left to do. Re-running is a no-op. A migration is never edited once
 released; a change is a new file.
+
+They are the schema of both backends: SQLite applies the same files, translated into its spelling
+(citadel/catalog/sqlite.py, `sqlite_schema`), so a new migration must be one that translation carries
+(it refuses one that it does not, at the SQLite catalog's first open).
 """
 
 from __future__ import annotations
