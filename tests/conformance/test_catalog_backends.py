@@ -19,44 +19,25 @@ import pytest
 
 from citadel.catalog.base import Catalog
 from citadel.errors import CatalogUnavailable
-from citadel.resilience.guards import Guard, GuardedCatalog
-from tests.conformance.suites.catalog import ROLES, STAFF, T1, T2, CatalogConformance, stage
+from tests.conformance.suites.catalog import (ROLES, STAFF, T1, T2, CatalogConformance, GuardedSQLiteBackend,
+                                             PostgresBackend, SQLiteFileBackend, SQLiteMemoryBackend, stage)
 from tests.postgres_server import fresh_database, postgres_dsn  # noqa: F401  (a session fixture)
 
 
-class TestSQLiteFileCatalog(CatalogConformance):
-    @pytest.fixture
-    def backend(self, tmp_path):
-        from citadel.catalog.sqlite import SQLiteCatalog
-
-        return SQLiteCatalog(tmp_path / "catalog.sqlite")
+class TestSQLiteFileCatalog(SQLiteFileBackend, CatalogConformance):
+    pass
 
 
-class TestSQLiteMemoryCatalog(CatalogConformance):
-    @pytest.fixture
-    def backend(self):
-        from citadel.catalog.sqlite import SQLiteCatalog
-
-        return SQLiteCatalog(":memory:")
+class TestSQLiteMemoryCatalog(SQLiteMemoryBackend, CatalogConformance):
+    pass
 
 
-class TestPostgresCatalog(CatalogConformance):
-    @pytest.fixture
-    def backend(self, postgres_dsn):  # noqa: F811 (the imported session fixture)
-        """A catalog on a fresh database (dropped after the test, once the catalog is closed)."""
-        from citadel.catalog.postgres import PostgresCatalog
-
-        dsn, drop = fresh_database(postgres_dsn)
-        yield PostgresCatalog(dsn, min_size=1, max_size=4)
-        drop()
+class TestPostgresCatalog(PostgresBackend, CatalogConformance):
+    pass
 
 
-class TestGuardedCatalog(CatalogConformance):
-    @pytest.fixture
-    def backend(self, tmp_path):
-        from citadel.catalog.sqlite import SQLiteCatalog
-
-        return GuardedCatalog(SQLiteCatalog(tmp_path / "catalog.sqlite"), Guard())
+class TestGuardedCatalog(GuardedSQLiteBackend, CatalogConformance):
+    pass
 
 
 def _methods(protocol: type) -> set[str]:

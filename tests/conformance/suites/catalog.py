@@ -251,3 +251,48 @@ class CatalogConformance:
             backend.readable_documents(STAFF)
         with pytest.raises(CatalogUnavailable):
             backend.ensure_tenant(T1)
+
+
+# -- the backends, shared by the suites of the catalog's roles (catalog, candidate queue, prompt store) --
+
+
+class SQLiteFileBackend:
+    @pytest.fixture
+    def backend(self, tmp_path):
+        from citadel.catalog.sqlite import SQLiteCatalog
+
+        return SQLiteCatalog(tmp_path / "catalog.sqlite")
+
+
+class SQLiteMemoryBackend:
+    @pytest.fixture
+    def backend(self):
+        from citadel.catalog.sqlite import SQLiteCatalog
+
+        return SQLiteCatalog(":memory:")
+
+
+class PostgresBackend:
+    """A catalog on a fresh database of the session's server (dropped after the test, once the catalog
+    is closed); the test module imports the `postgres_dsn` fixture from tests/postgres_server.py."""
+
+    @pytest.fixture
+    def backend(self, postgres_dsn):
+        from citadel.catalog.postgres import PostgresCatalog
+        from tests.postgres_server import fresh_database
+
+        dsn, drop = fresh_database(postgres_dsn)
+        yield PostgresCatalog(dsn, min_size=1, max_size=4)
+        drop()
+
+
+class GuardedSQLiteBackend:
+    """A serving process's catalog: SQLite with its query-path reads behind the catalog guard."""
+
+    @pytest.fixture
+    def backend(self, tmp_path):
+        from citadel.catalog.sqlite import SQLiteCatalog
+        from citadel.resilience.guards import Guard, GuardedCatalog
+
+        return GuardedCatalog(SQLiteCatalog(tmp_path / "catalog.sqlite"), Guard())
+
