@@ -24,7 +24,6 @@ from citadel.state.base import StateUnavailable
 from citadel.tools.approvals import (MAX_ARGS_CHARS, MAX_COMMENT_CHARS, Approval, ApprovalStatus, ApprovalStore, make_approval_store)
 from tests.settable_clock import SettableClock
 
-
 REPO = Path(__file__).resolve().parents[3]
 START = 1_800_000_000.0
 ESCALATE_AFTER_S, EXPIRE_AFTER_S = 3_600.0, 86_400.0

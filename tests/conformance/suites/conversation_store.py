@@ -18,7 +18,6 @@ from citadel.state.base import StateUnavailable
 from citadel.state.conversations import (ASSISTANT, FROM_USER, USER, Conversation, ConversationStore, Memory, Message, SourceRef, SummaryLine, make_conversation_store)
 from tests.settable_clock import SettableClock
 
-
 START = 1_800_000_000.0
 THREADS, MESSAGES_PER_THREAD = 6, 15
 

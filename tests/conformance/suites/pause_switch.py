@@ -15,7 +15,6 @@ from citadel.tools.pause import MemoryPauseSwitch, Pause, PauseSwitch, SQLitePau
 from citadel.tools.spec import MODEL_TARGET
 from tests.settable_clock import SettableClock
 
-
 REPO = Path(__file__).resolve().parents[3]
 TOOL, OTHER_TOOL = "crm.create_discount_approval", "crm.add_note"
 

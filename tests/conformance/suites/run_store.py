@@ -23,7 +23,6 @@ from citadel.state.base import StateUnavailable
 from citadel.state.runs import MAX_EVENTS_PER_READ, EventType, Run, RunStatus, RunStore, make_run_store
 from tests.settable_clock import SettableClock
 
-
 REPO = Path(__file__).resolve().parents[3]
 UNREACHABLE_REDIS = "redis://127.0.0.1:1/0"  # port 1: nothing listens, the connection is refused at once
 START = 1_800_000_000.0

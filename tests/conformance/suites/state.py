@@ -16,7 +16,6 @@ from citadel.state import AnswerCache, BudgetStore, IdempotencyStore, State, ans
 from citadel.state.base import SECONDS_PER_DAY, IdempotencyResult, IdempotencyStatus
 from tests.settable_clock import SettableClock
 
-
 UNREACHABLE_REDIS = "redis://127.0.0.1:1/0"  # port 1: nothing listens, the connection is refused at once
 START = 20_000 * SECONDS_PER_DAY + 3_600.0  # 01:00 UTC on some day
 TTL_S = 100.0
