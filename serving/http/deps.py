@@ -1,5 +1,7 @@
 """What a route is given (FastAPI `Depends`): the serving services, the runner of blocking service work,
-the verified admin or caller, and the request's ids. No route looks anything up itself.
+the verified admin or caller, and the request's ids. No route looks anything up itself. Each provider
+is `async def` although none awaits: FastAPI runs a plain `def` dependency on a worker thread, a hop
+per dependency per request.
 
 The services are the app's (`app.state.services`: `create_api(services)` installs them; a test may
 set them after building the app), with the app's worker pool (`app.state.executor`; None: the event
@@ -37,11 +39,15 @@ def services_of_scope(scope: dict) -> Services | None:
     return getattr(getattr(scope.get("app"), "state", None), "services", None)
 
 
-def get_services(request: Request) -> Services:
+def services_of(request: Request) -> Services:
     services = getattr(request.app.state, "services", None)
     if services is None:
         raise Unavailable("the gateway is still starting", code="overloaded")
     return services
+
+
+async def get_services(request: Request) -> Services:
+    return services_of(request)
 
 
 ServicesDep = Annotated[Services, Depends(get_services)]
@@ -67,14 +73,18 @@ class BlockingRunner:
                 raise DeadlineExceeded(f"no answer within {self.timeout_s:g} s") from None
 
 
-def get_runner(request: Request, services: ServicesDep) -> BlockingRunner:
+def runner_of(request: Request, services: Services) -> BlockingRunner:
     return BlockingRunner(getattr(request.app.state, "executor", None), services.config.serving.request_timeout_s)
+
+
+async def get_runner(request: Request, services: ServicesDep) -> BlockingRunner:
+    return runner_of(request, services)
 
 
 Blocking = Annotated[BlockingRunner, Depends(get_runner)]
 
 
-def get_admin(request: Request, services: ServicesDep,
+async def get_admin(request: Request, services: ServicesDep,
               authorization: Optional[str] = Header(None)) -> ServiceIdentity:
     """The admin serving/http/admission.py verified before the body was read (verified here only when
     the app runs without that middleware). The header is declared so the OpenAPI document shows it."""
@@ -84,7 +94,7 @@ def get_admin(request: Request, services: ServicesDep,
 Admin = Annotated[ServiceIdentity, Depends(get_admin)]
 
 
-def get_caller(request: Request, services: ServicesDep, authorization: Optional[str] = Header(None),
+async def get_caller(request: Request, services: ServicesDep, authorization: Optional[str] = Header(None),
                x_citadel_user_context: Optional[str] = Header(None)) -> Caller:
     """The end user serving/http/admission.py verified before the body was read (401 before any
     work; verified here only when the app runs without that middleware)."""
@@ -102,7 +112,7 @@ class RequestIds:
     correlation_id: str | None
 
 
-def get_request_ids(request: Request) -> RequestIds:
+async def get_request_ids(request: Request) -> RequestIds:
     return RequestIds(request_id_of(request), getattr(request.state, "correlation_id", None))
 
 
@@ -130,7 +140,7 @@ class CallerWork:
         return result
 
 
-def get_caller_work(caller: CallerDep, run: Blocking, services: ServicesDep) -> CallerWork:
+async def get_caller_work(caller: CallerDep, run: Blocking, services: ServicesDep) -> CallerWork:
     return CallerWork(caller, run, services)
 
 

@@ -14,7 +14,7 @@ from fastapi import APIRouter, Depends, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
 from citadel.errors import CitadelError, Unauthenticated
-from serving.http.deps import get_runner, get_services
+from serving.http.deps import runner_of, services_of
 from serving.http.routers.review.forms import APPROVAL_ID_PATTERN, EDIT_DECISIONS, edits_of, read_form, same_origin
 from serving.http.routers.review.rendering import (RESULTS, SECURITY_HEADERS, html_response, message_page,
                                                    render_page, sign_in_page)
@@ -39,10 +39,10 @@ class ReviewRequest:
 
     @property
     def services(self) -> Services:
-        return get_services(self.request)
+        return services_of(self.request)
 
     async def run(self, fn: Callable[..., Any], *args: Any) -> Any:
-        return await get_runner(self.request, self.services)(fn, *args)
+        return await runner_of(self.request, self.services)(fn, *args)
 
     def now(self) -> float:
         clock = getattr(getattr(self.services, "wiring", None), "clock", None) or time.time
@@ -67,7 +67,11 @@ class ReviewRequest:
         set_cookie(self.request, response, session, await self.session_key(), self.now())
 
 
-Page = Annotated[ReviewRequest, Depends(ReviewRequest)]
+async def review_request(request: Request) -> ReviewRequest:
+    return ReviewRequest(request)  # not Depends(ReviewRequest): a sync dependency costs a thread hop
+
+
+Page = Annotated[ReviewRequest, Depends(review_request)]
 
 
 @router.get(PAGE_PATH)
