@@ -1,7 +1,8 @@
 """Every TextEmbedder runs the Embedder suite (tests/conformance/suites/embedder.py): the hash fake
 and MiniLM as models (MiniLM loads offline from its package in ~5 s here, so it is marked slow and
-model, and skipped when the package is absent), the breaker guard around the hash model, and the
-proxy to the embedder deployment through a fake Serve handle. Every TokenCounter runs its own suite.
+model, and skipped when the package is absent), the breaker guard around the hash model, the memo of
+query vectors the retriever and the gate share, and the proxy to the embedder deployment through a
+fake Serve handle. Every TokenCounter runs its own suite.
 """
 
 from __future__ import annotations
@@ -49,6 +50,15 @@ class TestGuardedEmbedder(EmbedderConformance):
     @classmethod
     def backend(cls):
         return GuardedEmbedder(HashEmbedder(), Guard())
+
+
+class TestQueryVectorMemo(EmbedderConformance):
+    @pytest.fixture(scope="class")
+    @classmethod
+    def backend(cls):
+        from citadel.answer.service import QueryVectorMemo
+
+        return QueryVectorMemo(HashEmbedder())
 
 
 class TestRemoteEmbedder(EmbedderConformance):
