@@ -15,6 +15,10 @@ os.environ.setdefault("CITADEL_ANSWER__CONFIRM", "false")
 
 from tests.redis_server import redis_url  # noqa: F401  (a session fixture for every folder)
 
+# The conformance suites (tests/conformance/suites/) are classes test modules in several folders
+# subclass; pytest rewrites their asserts as it does a test module's.
+pytest.register_assert_rewrite("tests.conformance.suites")
+
 REPO = Path(__file__).resolve().parents[1]
 SHARED_DATA = (REPO / ".." / "shared" / "data").resolve()
 
