@@ -210,7 +210,7 @@ class AnswerConfig(_Section):
     task_instruction: str = Field(
         "Answer in a few sentences, citing sources with [n] markers.", min_length=1, max_length=1_000,
         description="The instruction that ends every answer prompt, single-shot and runs (after the question, "
-        "the last part of the budgeted prompt: citadel/answer/prompt.py).",
+        "the last part of the budgeted prompt: citadel/prompting/prompt.py).",
     )
     max_sources: int = Field(8, description="Numbered sources handed to the generator (6-8 recommended).")
     source_token_budget: int = Field(600, description="Approximate tokens of one expanded section.")

@@ -200,7 +200,7 @@ class Wiring:
     @cached_property
     def generators(self) -> tuple[Generator, Generator | None]:
         """(primary, secondary or None) generators from config."""
-        from citadel.generation.backends import make_generator
+        from citadel.answer.generators import make_generator
 
         answer = self.config.answer
         secondary = None
@@ -236,10 +236,10 @@ class Wiring:
         from citadel.answer.confirm import ConfirmSettings
         from citadel.answer.expand import ExpansionBudget, SectionExpander
         from citadel.answer.gate_model import make_gate
-        from citadel.answer.prompt import PromptAssembler
         from citadel.answer.semantic import WORD_MEMO_CAPACITY
         from citadel.answer.service import AnswerService, AnswerSettings, QueryVectorMemo
         from citadel.answer.validator import AnswerValidator
+        from citadel.prompting.prompt import PromptAssembler
 
         answer = self.config.answer
         expander = SectionExpander(ExpansionBudget(answer.max_sources, answer.source_token_budget,

@@ -38,9 +38,9 @@ from dataclasses import dataclass, replace
 from citadel import regex
 from citadel.agent.criteria import ELIGIBILITY, CriterionCheck, case_object, criteria_checks, criteria_rows
 from citadel.agent.evidence import UNIFORM_IDF
-from citadel.answer.expand import Source
 from citadel.answer.gate import TermIdf
 from citadel.answer.text import content_terms, sentence_pieces
+from citadel.prompting.source import Source
 from citadel.quality.verifier import (add_months, comparison_holds, months_between, parse_dates, spell_date,
                                       spell_duration, spell_figure, start_date)
 

@@ -27,11 +27,11 @@ from citadel.agent.criteria import CriterionCheck, criteria_checks, open_checks
 from citadel.agent.plan import MAX_DETAIL_CHARS, SEARCH
 from citadel.agent.records import succeeded
 from citadel.answer.conflicts import EFFECTIVE_DATES, SUPERSEDES, Conflict, detect_conflicts
-from citadel.answer.expand import Source
 from citadel.answer.gate import TermIdf, passage_terms, term_idf, weighted_coverage
 from citadel.answer.text import STOPWORDS, content_terms, split_sentences, stem, words_of
 from citadel.catalog.base import DocumentRecord
 from citadel.chunking import count_tokens
+from citadel.prompting.source import Source
 from citadel.types import Passage
 
 # Every term weighs the same when the tenant's IDF is not at hand (no partition loaded).

@@ -32,12 +32,12 @@ from dataclasses import dataclass, field
 from typing import Iterable, Mapping, Sequence
 
 from citadel import regex
-from citadel.answer.prompt import PromptItem
 from citadel.answer.validator import marker_numbers, split_claims, strip_markers
 from citadel.catalog.base import ReadableDoc
 from citadel.config import AgentConfig
 from citadel.errors import NotFound
 from citadel.guardrails.pii import sensitive_data_kind
+from citadel.prompting.prompt import PromptItem
 from citadel.state.conversations import (ASSISTANT, FROM_USER, USER, ConversationStore, Memory, Message, SourceRef,
                                          SummaryLine)
 from citadel.types import Principal, content_hash

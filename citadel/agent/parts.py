@@ -20,8 +20,8 @@ from dataclasses import dataclass
 
 from citadel.agent.evidence import MAX_EVIDENCE_QUOTE_CHARS, UNIFORM_IDF, best_coverage
 from citadel.answer.confirm import ConfirmSettings, confirm
-from citadel.answer.expand import Source
 from citadel.answer.gate import TermIdf
+from citadel.prompting.source import Source
 from citadel.types import Passage
 
 # A part is confirmed from at most this many passages (the reader reads the sentences of the first

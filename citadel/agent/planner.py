@@ -30,11 +30,11 @@ from citadel.agent.evidence import DEFAULT_MIN_COVERAGE, EvidenceSet, missing_wo
 from citadel.agent.plan import (MAX_ASK_CHARS, MAX_CHECK_CHARS, MAX_CONFLICTS, MAX_GAPS, MAX_PLAN_STEPS,
                                 MAX_REPLY_CHARS, SEARCH, Plan, PlanInvalid, Reflection, parse_plan,
                                 parse_reflection)
-from citadel.answer.prompt import escape_fences
 from citadel.answer.text import content_terms
 from citadel.config import AgentConfig
 from citadel.errors import PlannerUnavailable
 from citadel.generation.backends import chat_completions_url
+from citadel.prompting.prompt import escape_fences
 from citadel.resilience.deadline import time_left
 from citadel.tools.intents import RequestedAction
 

@@ -1,2 +1,3 @@
-"""Grounded answers (DESIGN.md §2): confidence gate, parent-section expansion, prompt assembly,
-validation, conflicts and the single-shot answer service. Generators live in citadel/generation/."""
+"""Grounded answers (DESIGN.md §2): confidence gate, parent-section expansion, the extractive generator
+and the choice of generator (generators.py), validation, conflicts and the single-shot answer service.
+The prompt lives below this room in citadel/prompting/; model generators in citadel/generation/."""

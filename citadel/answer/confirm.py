@@ -12,8 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Sequence
 
-from citadel.answer.expand import Source
 from citadel.answer.slots import AskedSlot, asked_slot, describe
+from citadel.prompting.source import Source
 from citadel.reader.base import Reader
 from citadel.reader.quote import ScoredSentence, scored_sentences
 

@@ -18,8 +18,8 @@ from dataclasses import dataclass
 from typing import Mapping, Sequence
 
 from citadel import regex
-from citadel.answer.expand import Source
 from citadel.catalog.base import DocumentRecord
+from citadel.prompting.source import Source
 
 VERSIONS, SUPERSEDES, EFFECTIVE_DATES = "versions", "supersedes", "effective_dates"
 # Words and numbers that distinguish editions of one document rather than different documents.

@@ -30,6 +30,7 @@ from typing import Sequence
 from citadel import regex
 from citadel.answer.gate import passage_terms
 from citadel.chunking import TOKEN, count_tokens
+from citadel.prompting.source import Source
 from citadel.segments.partition import Partition, SegmentCache
 from citadel.types import HEADING_SEPARATOR, Passage
 
@@ -45,21 +46,6 @@ EXCESS_BLANK_LINES = regex.compile("answer.expand.excess_blank_lines", r"\n\s*\n
 LAYOUT_CACHE_SEGMENTS = 16
 
 SectionKey = tuple[str, int, int]  # (document id, version, section index)
-
-
-@dataclass(frozen=True)
-class Source:
-    """One numbered source handed to the generator: the hit passage and its expanded section."""
-
-    number: int
-    passage: Passage
-    text: str
-    tokens: int
-
-    def citation(self) -> dict:
-        p = self.passage
-        return {"chunk_id": p.chunk_id, "document_id": p.document_id, "title": p.title,
-                "version": p.version, "heading": p.heading, "page": p.page, "source": p.source}
 
 
 def source_terms(source: Source) -> set[str]:

@@ -20,36 +20,37 @@ from typing import Any, Callable, Iterator, Sequence
 
 import numpy as np
 
-from citadel.answer.conflicts import Conflict, detect_conflicts
-from citadel.answer.expand import SectionExpander, Source, layout_of, source_terms
 from citadel.answer.clarify import clarifying_question
 from citadel.answer.confirm import Confirmation, ConfirmSettings, confirm, not_confirmed_reply
-from citadel.answer.slots import asked_slot
+from citadel.answer.conflicts import Conflict, detect_conflicts
+from citadel.answer.expand import SectionExpander, layout_of, source_terms
+from citadel.answer.extractive import ExtractiveGenerator
 from citadel.answer.gate import (CLARIFY, NEEDS_CLARIFICATION, NO_ELIGIBLE_SOURCE, ConfidenceGate, GateDecision,
                                  cosine_scores, term_idf, weighted_coverage)
 from citadel.answer.gate_model import CalibratedGate
 from citadel.answer.glossary import glossary_of
 from citadel.answer.links import LinkPolicy
 from citadel.answer.semantic import ClaimSupport, term_matches
-from citadel.generation.backends import ExtractiveGenerator
-from citadel.generation.base import Generator, prompt_token_counts
-from citadel.answer.prompt import (AGENT_SYSTEM_PROMPT, PROMPT_VERSION, SYSTEM_PROMPT, AssembledPrompt, PromptAssembler,
-                                   PromptItem, source_records)
+from citadel.answer.slots import asked_slot
 from citadel.answer.text import content_terms, decompound, spell_out_shorthand
 from citadel.answer.validator import (AnswerValidator, ValidatedAnswer, marker_numbers, renumber_markers,
                                       strip_markers)
 from citadel.catalog.base import Catalog
-from citadel.tools.spec import MODEL_TARGET
 from citadel.config import AgentConfig
+from citadel.generation.base import Generator, prompt_token_counts
 from citadel.guardrails.base import QuestionRouter
-from citadel.guardrails.planted import split_screened, with_screened_notice
 from citadel.guardrails.personal import PATTERNS_ONLY, PersonalDataMasker
 from citadel.guardrails.pii import sensitive_data_kind
+from citadel.guardrails.planted import split_screened, with_screened_notice
 from citadel.guardrails.redaction import loggable_question, masked_record, withheld_entry
 from citadel.guardrails.router import AllowAllRouter
-from citadel.segments.partition import Partition
+from citadel.prompting.prompt import (AGENT_SYSTEM_PROMPT, PROMPT_VERSION, SYSTEM_PROMPT, AssembledPrompt,
+                                      PromptAssembler, PromptItem, source_records)
+from citadel.prompting.source import Source
 from citadel.rerank.base import Reranker
 from citadel.retrieval.partitions import PartitionCache
+from citadel.segments.partition import Partition
+from citadel.tools.spec import MODEL_TARGET
 from citadel.types import Degradation, Passage, Principal
 
 log = logging.getLogger(__name__)

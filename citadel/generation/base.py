@@ -7,7 +7,7 @@ generator it holds:
   backend answers itself with nothing given up (the default below); a composite (a primary with a
   secondary, citadel/resilience/guards.py) names the backend that answered and the downgrade;
 - `count_tokens` measures a text as this generator's model will read it, so prompt assembly
-  (citadel/answer/prompt.py) holds its allowances and its whole-prompt cap in the model's own units.
+  (citadel/prompting/prompt.py) holds its allowances and its whole-prompt cap in the model's own units.
   A backend with a tokenizer at hand counts exactly (the packaged SmolLM2); one without (extractive,
   an OpenAI-compatible server whose tokenizer is not here) uses `approximate_tokens`, a deliberate
   overestimate. A composite counts with its primary.
@@ -23,10 +23,10 @@ import math
 import threading
 from typing import Any, Protocol, Sequence, runtime_checkable
 
-from citadel.answer.expand import Source
-from citadel.answer.prompt import AssembledPrompt
 from citadel.chunking import count_tokens as words_and_marks
 from citadel.errors import GeneratorError
+from citadel.prompting.prompt import AssembledPrompt
+from citadel.prompting.source import Source
 
 # Sub-word tokenizers (BPE, SentencePiece) split English prose into ~1.3 tokens per word. Applied to
 # words AND punctuation marks (the chunker's count), it overestimates prose a little, which is the
@@ -48,7 +48,7 @@ class Generator(Protocol):
 
     def generate(self, question: str, sources: Sequence[Source], prompt: AssembledPrompt | None = None) -> str:
         """Answer text with [n] markers that refer to `sources` by number, stripped of outer
-        whitespace. `prompt`: the budgeted prompt of an agentic run (citadel/answer/prompt.py: the
+        whitespace. `prompt`: the budgeted prompt of an agentic run (citadel/prompting/prompt.py: the
         conversation, the user's notes, the tagged sources, the task), which a model backend sends
         instead of building its own from the question and sources. Raises GeneratorError when the
         backend cannot answer."""

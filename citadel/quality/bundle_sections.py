@@ -54,7 +54,7 @@ def prompts_section(agent: AgentConfig) -> dict[str, Any]:
     """The prompt versions and a checksum of every prompt text, so an edited text changes the
     bundle even when nobody raised its version."""
     from citadel.agent import planner
-    from citadel.answer import prompt
+    from citadel.prompting import prompt
     from citadel.reader import judge
 
     return {"answer": {"version": prompt.PROMPT_VERSION, "assembled_version": prompt.ASSEMBLED_PROMPT_VERSION,

@@ -37,10 +37,10 @@ from datetime import date
 from typing import Callable, Sequence
 
 from citadel import regex
-from citadel.answer.expand import Source
 from citadel.answer.text import content_terms, sentence_pieces
 from citadel.answer.validator import (FIGURE, SOURCE_MENTION, figure_value, marker_numbers, split_claims,
                                       strip_markers)
+from citadel.prompting.source import Source
 
 KEPT, REMOVED, CORRECTED = "kept", "removed", "corrected"
 # What settled a claim (a verdict's `check`).

@@ -24,8 +24,8 @@ import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Sequence
 
-from citadel.answer.prompt import escape_fences
 from citadel.generation.backends import chat_completions_url
+from citadel.prompting.prompt import escape_fences
 from citadel.reader.base import ReaderError, bounded
 from citadel.resilience.deadline import time_left
 

@@ -12,9 +12,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Sequence
 
-from citadel.answer.expand import Source
 from citadel.answer.slots import AskedSlot, holds_slot, subject_share
 from citadel.answer.text import content_terms, sentence_pieces
+from citadel.prompting.source import Source
 from citadel.reader.base import Reader
 
 MAX_SENTENCES = 40

@@ -33,14 +33,14 @@ from ray.serve import Application
 
 from citadel.answer.service import QueryVectorMemo
 from citadel.config import CitadelConfig, DeploymentSettings, load_config
-from serving.http.api import create_api
-from serving.services.compose import build_services
-from serving.ray.loopback import pin_replica_grpc_to_loopback
 from citadel.resilience.deadline import deadline_scope
 from citadel.resilience.process import Resilience
 from citadel.wiring import Stages, Wiring
+from serving.http.api import create_api
+from serving.ray.loopback import pin_replica_grpc_to_loopback
 from serving.ray.remote import (RemoteEmbedder, RemoteGenerator, RemoteOrchestrator, RemoteReranker, RemoteRetriever,
                                 RemoteRouter, adopted_deadline)
+from serving.services.compose import build_services
 
 
 def _config(config_dict: dict) -> CitadelConfig:
@@ -185,7 +185,7 @@ class Router:
 @serve.deployment
 class Generator:
     def __init__(self, config_dict: dict):
-        from citadel.generation.backends import make_generator
+        from citadel.answer.generators import make_generator
 
         config = _config(config_dict)
         self._generator = make_generator(config.answer)

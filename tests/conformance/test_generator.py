@@ -13,15 +13,15 @@ from pathlib import Path
 
 import pytest
 
-from citadel.generation.backends import (ExtractiveGenerator, LocalLLMGenerator, OpenAICompatibleGenerator,
-                                         smollm2_gguf_path)
+from citadel.answer.extractive import ExtractiveGenerator
+from citadel.generation.backends import LocalLLMGenerator, OpenAICompatibleGenerator, smollm2_gguf_path
 from citadel.generation.base import GeneratorError
 from citadel.resilience.guards import Guard, ResilientGenerator
 from tests.chat_server import ChatServer, completion
 from tests.conformance.suites.generator import QUESTION, GeneratorConformance, make_sources
 from tests.fake_serve import FakeServeHandle, GeneratorReplica
 
-# A fenced source: its label lines, a blank line, its text (citadel/answer/prompt.py).
+# A fenced source: its label lines, a blank line, its text (citadel/prompting/prompt.py).
 SOURCE_BLOCK = re.compile(r"<<<SOURCE (\d+)>>>\n.*?\n\n(.*?)\n<<<END SOURCE \1>>>", re.S)
 
 

@@ -10,7 +10,7 @@ import re
 
 from fastapi.testclient import TestClient
 
-from citadel.answer.prompt import SYSTEM_PROMPT, TASK_INSTRUCTION
+from citadel.prompting.prompt import SYSTEM_PROMPT, TASK_INSTRUCTION
 from tests.chat_server import ChatServer, completion
 from tests.integration.conftest import make_home
 

@@ -35,7 +35,7 @@ MODULES = [
     "citadel.guardrails.pii", "citadel.guardrails.personal", "citadel.guardrails.topics", "citadel.parsing.markdown",
     "citadel.parsing.text",
     "citadel.parsing.pdf", "citadel.chunking", "citadel.ingest.sources", "citadel.index.bm25", "citadel.embedding.fake",
-    "citadel.answer.conflicts", "citadel.answer.expand", "citadel.generation.backends", "citadel.answer.prompt",
+    "citadel.answer.conflicts", "citadel.answer.expand", "citadel.answer.extractive", "citadel.prompting.prompt",
     "citadel.answer.text", "citadel.answer.validator", "citadel.answer.glossary", "citadel.answer.slots",
     "citadel.eval.rag",
     "citadel.eval.squad", "citadel.agent.plan", "citadel.agent.planner",

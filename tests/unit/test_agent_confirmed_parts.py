@@ -12,8 +12,8 @@ import pytest
 from citadel.agent.orchestrator import run_outcome
 from citadel.agent.parts import OFFER, PartCheck, citation_number, in_context, part_passages, unconfirmed_note
 from citadel.agent.tools import MAX_RERANK_CANDIDATES, SearchTool
-from citadel.answer.expand import Source
 from citadel.ingest.sources import AclSpec, discover
+from citadel.prompting.source import Source
 from citadel.reader.fake import FakeReader
 from citadel.reader.rerank import ReaderReranker
 from citadel.rerank.backends import NoRerank

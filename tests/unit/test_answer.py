@@ -11,19 +11,20 @@ import pyarrow as pa
 import pytest
 
 from citadel.answer.conflicts import EFFECTIVE_DATES, SUPERSEDES, VERSIONS, detect_conflicts, title_family
-from citadel.answer.expand import ExpansionBudget, SectionExpander, Source, section_window
+from citadel.answer.expand import ExpansionBudget, SectionExpander, section_window
+from citadel.answer.extractive import ExtractiveGenerator
 from citadel.answer.gate import (LOW_COVERAGE, NO_ELIGIBLE_SOURCE, ConfidenceGate, GateThresholds,
                                  compute_term_idf, term_idf)
-from citadel.generation.backends import ExtractiveGenerator
-from citadel.generation.base import Generator
-from citadel.guardrails.base import RouteDecision
-from citadel.answer.text import content_terms, decompound, sentence_pieces, spell_out_shorthand, stem
-from citadel.answer.prompt import SYSTEM_PROMPT, PromptAssembler, escape_fences
 from citadel.answer.service import outcome_of
+from citadel.answer.text import content_terms, decompound, sentence_pieces, spell_out_shorthand, stem
 from citadel.answer.validator import AnswerValidator, renumber_markers
 from citadel.catalog.base import DocumentRecord
 from citadel.config import AgentConfig
+from citadel.generation.base import Generator
+from citadel.guardrails.base import RouteDecision
 from citadel.ingest.sources import AclSpec, discover
+from citadel.prompting.prompt import SYSTEM_PROMPT, PromptAssembler, escape_fences
+from citadel.prompting.source import Source
 from citadel.retrieval.fusion import cap_with_focus, focused_document
 from citadel.types import Passage, Principal
 

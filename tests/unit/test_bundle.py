@@ -59,7 +59,7 @@ def test_a_changed_task_instruction_changes_the_id():
 
 
 def test_a_changed_prompt_text_changes_the_id(monkeypatch):
-    from citadel.answer import prompt
+    from citadel.prompting import prompt
 
     before = effective_bundle(config())
     monkeypatch.setattr(prompt, "SYSTEM_PROMPT", prompt.SYSTEM_PROMPT + " Be brief.")

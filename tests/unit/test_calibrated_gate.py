@@ -16,8 +16,8 @@ from citadel.answer.semantic import ClaimSupport, match_strength, question_words
 from citadel.answer.service import QueryVectorMemo
 from citadel.answer.text import stem
 from citadel.answer.validator import AnswerValidator
-from citadel.answer.expand import Source
 from citadel.eval import rag
+from citadel.prompting.source import Source
 from citadel.types import Passage
 
 MODEL = "test-embedder"

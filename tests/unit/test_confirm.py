@@ -10,11 +10,11 @@ from pathlib import Path
 import pytest
 
 from citadel.answer.confirm import ConfirmSettings, confirm, not_confirmed_reply
-from citadel.answer.expand import Source
+from citadel.answer.extractive import ExtractiveGenerator
 from citadel.answer.service import ANSWERED, NOT_CONFIRMED, REFUSED
 from citadel.answer.slots import asked_slot
-from citadel.generation.backends import ExtractiveGenerator
 from citadel.ingest.sources import AclSpec, discover
+from citadel.prompting.source import Source
 from citadel.reader.fake import FakeReader
 from citadel.types import Passage, Principal
 

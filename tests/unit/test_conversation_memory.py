@@ -13,11 +13,11 @@ import itertools
 import pytest
 
 from citadel.agent.memory import ConversationMemory, requested_notes, source_refs
-from citadel.answer.expand import Source
-from citadel.answer.prompt import NOTES_HEADER, SOURCES, PromptAssembler
 from citadel.config import AgentConfig
 from citadel.errors import NotFound
 from citadel.ingest.sources import AclSpec, discover
+from citadel.prompting.prompt import NOTES_HEADER, SOURCES, PromptAssembler
+from citadel.prompting.source import Source
 from citadel.state.conversations import FROM_USER, Conversation, MemoryConversationStore, SourceRef
 from citadel.types import Passage, Principal
 

@@ -11,8 +11,8 @@ from datetime import date
 import pytest
 
 from citadel.agent.decision import (CONDITIONAL, ELIGIBLE, NOT_ELIGIBLE, as_of, decide, parse_threshold)
-from citadel.answer.expand import Source
 from citadel.answer.validator import AnswerValidator, strip_markers
+from citadel.prompting.source import Source
 from citadel.quality.verifier import KEPT, ClaimVerifier
 from citadel.types import Passage
 

@@ -7,11 +7,13 @@ import time
 
 import pytest
 
-from citadel.answer.expand import Source
-from citadel.generation.backends import (ExtractiveGenerator, LocalLLMGenerator, OpenAICompatibleGenerator,
-                                       chat_completions_url, make_generator, smollm2_gguf_path, usage_stats)
-from citadel.generation.base import GeneratorError, prompt_token_counts
+from citadel.answer.extractive import ExtractiveGenerator
+from citadel.answer.generators import make_generator
 from citadel.config import AnswerConfig, CitadelConfig
+from citadel.generation.backends import (LocalLLMGenerator, OpenAICompatibleGenerator, chat_completions_url,
+                                         smollm2_gguf_path, usage_stats)
+from citadel.generation.base import GeneratorError, prompt_token_counts
+from citadel.prompting.source import Source
 from citadel.types import Passage
 from tests.chat_server import ChatServer, completion, scripted
 
@@ -118,7 +120,7 @@ def test_local_llm_generates_from_the_packaged_smollm2():
 
 
 def test_a_quoted_table_reads_as_one_sentence_whose_marker_stays_on_it():
-    from citadel.generation.backends import Evidence
+    from citadel.answer.extractive import Evidence
 
     table = "| Criterion | Requirement |\n| --- | --- |\n| Annual revenue | at least $500,000 |"
     assert Evidence(2, 0, table, frozenset()).quoted() == \

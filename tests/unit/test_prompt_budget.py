@@ -12,14 +12,16 @@ import math
 
 import pytest
 
-from citadel.answer.expand import ExpansionBudget, SectionExpander, Source, parent_heading
-from citadel.answer.prompt import (ALLOWANCE, CAP, NOTES_HEADER, PART_ORDER, SOURCES, SYSTEM_PROMPT, PromptAssembler,
-                                   PromptItem, PromptTooLarge, direct_call_prompt, source_records)
+from citadel.answer.expand import ExpansionBudget, SectionExpander, parent_heading
+from citadel.answer.extractive import ExtractiveGenerator
 from citadel.catalog.base import DocumentRecord
 from citadel.config import AgentConfig
-from citadel.generation.backends import ExtractiveGenerator, LocalLLMGenerator, OpenAICompatibleGenerator
+from citadel.generation.backends import LocalLLMGenerator, OpenAICompatibleGenerator
 from citadel.generation.base import Generator, approximate_tokens
 from citadel.ingest.sources import AclSpec, discover
+from citadel.prompting.prompt import (ALLOWANCE, CAP, NOTES_HEADER, PART_ORDER, SOURCES, SYSTEM_PROMPT,
+                                      PromptAssembler, PromptItem, PromptTooLarge, direct_call_prompt, source_records)
+from citadel.prompting.source import Source
 from citadel.types import Passage
 
 ALLOWANCES = {"system": 200, "tools": 40, "conversation": 60, "notes": 30, "sources": 120, "task": 40}

@@ -7,12 +7,12 @@ from __future__ import annotations
 
 import pytest
 
-from citadel.answer.prompt import (AGENT_SYSTEM_PROMPT, SOURCES_HEADER, SYSTEM_PROMPT, TASK_INSTRUCTION,
-                                   PromptAssembler, source_records, tagged_source)
+from citadel.answer.extractive import ExtractiveGenerator
 from citadel.config import AgentConfig
-from citadel.generation.backends import ExtractiveGenerator
 from citadel.generation.base import Generator
 from citadel.ingest.sources import AclSpec, discover
+from citadel.prompting.prompt import (AGENT_SYSTEM_PROMPT, SOURCES_HEADER, SYSTEM_PROMPT, TASK_INSTRUCTION,
+                                      PromptAssembler, source_records, tagged_source)
 from citadel.types import Principal
 
 STAFF = Principal("t", "u1", frozenset({"staff"}))

@@ -18,10 +18,10 @@ from dataclasses import dataclass
 from typing import Callable, Mapping, Sequence
 
 from citadel import regex
-from citadel.answer.expand import Source
 from citadel.catalog.base import DocumentRecord
 from citadel.config import AgentConfig, AnswerConfig
 from citadel.errors import PromptTooLarge
+from citadel.prompting.source import Source
 
 # v2: single-shot answers go through the budgeted assembly (sources tagged with status and effective
 # date, the question and `answer.task_instruction` last) instead of a plain two-message prompt.
