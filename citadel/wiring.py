@@ -97,7 +97,7 @@ class Wiring:
 
     @cached_property
     def state(self):
-        from citadel.state import make_state
+        from citadel.state.factory import make_state
 
         return make_state(self.config.state) if self.clock is None else make_state(self.config.state, self.clock)
 
@@ -350,14 +350,14 @@ class Wiring:
     @cached_property
     def run_store(self) -> RunStore:
         """Runs and their events (SQLite, or Redis Streams when Redis is configured)."""
-        from citadel.state.runs import make_run_store
+        from citadel.state.factory import make_run_store
 
         return make_run_store(self.config, self.clock)
 
     @cached_property
     def conversation_store(self) -> ConversationStore:
         """Conversations, their summaries and what users asked to be remembered (SQLite)."""
-        from citadel.state.conversations import make_conversation_store
+        from citadel.state.factory import make_conversation_store
 
         return make_conversation_store(self.config, self.clock)
 
@@ -431,7 +431,7 @@ class Wiring:
     @cached_property
     def approval_store(self) -> ApprovalStore:
         """Approvals waiting for a person, durable across processes (SQLite in the home)."""
-        from citadel.tools.approvals import make_approval_store
+        from citadel.tools.factory import make_approval_store
 
         return make_approval_store(self.config, self.clock or time.time)
 

@@ -16,12 +16,8 @@ conversation is the verified user's before anything else).
 from __future__ import annotations
 
 import threading
-import time
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Callable, Protocol, runtime_checkable
-
-if TYPE_CHECKING:
-    from citadel.config import CitadelConfig
+from typing import Callable, Protocol, runtime_checkable
 
 Clock = Callable[[], float]
 
@@ -205,18 +201,3 @@ class MemoryConversationStore:
 
     def close(self) -> None:
         return None
-
-
-def make_conversation_store(config: CitadelConfig, clock: Clock | None = None,
-                            backend: str | None = None) -> ConversationStore:
-    """Conversations in SQLite at `config.runs_path` (beside the SQLite runs); in process only when
-    `backend="memory"` is asked for. The SQLite store has a `close()`."""
-    now = clock or time.time
-    chosen = backend or "sqlite"
-    if chosen == "memory":
-        return MemoryConversationStore(now)
-    if chosen == "sqlite":
-        from citadel.state.conversations_sqlite import SQLiteConversationStore
-
-        return SQLiteConversationStore(config.runs_path, now)
-    raise ValueError(f"unknown conversation store backend {backend!r} (memory or sqlite)")

@@ -1,8 +1,8 @@
 """SQLite conversations (DESIGN.md §10): messages, summaries and memories in the runs file.
 
 This module owns the conversation tables; the file, its connection discipline and the error mapping
-(every sqlite3 error → StateUnavailable, its text in the log) come from citadel/state/runs_sqlite.py,
-so the two stores can share `CitadelConfig.runs_path`. A message's seq is assigned inside its write
+(every sqlite3 error → StateUnavailable, its text in the log) come from citadel/state/sqlite_file.py,
+so it and the run store can share `CitadelConfig.runs_path`. A message's seq is assigned inside its write
 transaction; deleting a conversation removes it, its messages, its summary and the memories taken from
 it in one transaction, so nothing derived from a deleted conversation outlives it, even after a crash.
 """
@@ -15,7 +15,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from citadel.state.conversations import Clock, Conversation, Memory, Message, SourceRef, SummaryLine
-from citadel.state.runs_sqlite import SQLiteFile
+from citadel.state.sqlite_file import SQLiteFile
 
 _SCHEMA = (
     """CREATE TABLE IF NOT EXISTS conversations (

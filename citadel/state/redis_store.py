@@ -9,16 +9,11 @@ Connection and timeout errors become `StateUnavailable` so callers choose to fai
 from __future__ import annotations
 
 import json
-import math
 import time
 from collections import defaultdict
-from contextlib import contextmanager
-from typing import Any, Iterable, Iterator
-from urllib.parse import quote
+from typing import Any, Iterable
 
 import redis
-from redis.backoff import NoBackoff
-from redis.retry import Retry
 
 from citadel.config import StateConfig
 from citadel.state.base import (
@@ -28,7 +23,6 @@ from citadel.state.base import (
     Clock,
     IdempotencyResult,
     IdempotencyStatus,
-    StateUnavailable,
     budget_decision,
     cost_budget_reason,
     encode_value,
@@ -37,16 +31,12 @@ from citadel.state.base import (
     utc_day,
     validate_charge,
 )
+from citadel.state.redis_client import key_part, reachable, ttl_ms
 
-# Short, so a dead Redis costs a request half a second rather than the client default of seconds.
-SOCKET_TIMEOUT_S = 0.5
-# One retry absorbs a pooled connection the server closed (restart, idle timeout) without hiding an outage.
-CONNECTION_RETRIES = 1
 # Budget counters outlive their UTC day by a day, so clock skew between replicas never resets them early.
 BUDGET_KEY_TTL_S = 2 * SECONDS_PER_DAY
 # Cache entries fetched and deleted per round trip during invalidation.
 INVALIDATION_BATCH = 500
-_MS_PER_S = 1000
 
 # Check-and-add in one script: two replicas can never both take the last request of a budget.
 # Returns {allowed, refusal (0 none, 1 requests, 2 cost), requests used, cost units used}.
@@ -86,33 +76,6 @@ return 1
 """
 
 
-def connect(url: str, socket_timeout_s: float = SOCKET_TIMEOUT_S) -> redis.Redis:
-    """A lazily connecting client: nothing is contacted until the first command."""
-    return redis.Redis.from_url(
-        url,
-        socket_timeout=socket_timeout_s,
-        socket_connect_timeout=socket_timeout_s,
-        retry=Retry(NoBackoff(), CONNECTION_RETRIES),
-        decode_responses=True,
-    )
-
-
-@contextmanager
-def _reachable() -> Iterator[None]:
-    try:
-        yield
-    except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError) as exc:
-        raise StateUnavailable(f"redis is unreachable: {exc}") from exc
-
-
-def _part(value: str) -> str:
-    return quote(value, safe="")
-
-
-def _ttl_ms(seconds: float) -> int:
-    return max(1, math.ceil(seconds * _MS_PER_S))
-
-
 class RedisAnswerCache:
     """Entries are JSON envelopes {exp, tenant, docs, value}; per-tenant and per-document sets index them."""
 
@@ -124,13 +87,13 @@ class RedisAnswerCache:
         return f"{self._prefix}entry:{key}"
 
     def _tenant_index(self, tenant_id: str) -> str:
-        return f"{self._prefix}tenant:{_part(tenant_id)}"
+        return f"{self._prefix}tenant:{key_part(tenant_id)}"
 
     def _document_index(self, tenant_id: str, document_id: str) -> str:
-        return f"{self._prefix}doc:{_part(tenant_id)}:{_part(document_id)}"
+        return f"{self._prefix}doc:{key_part(tenant_id)}:{key_part(document_id)}"
 
     def get(self, key: str) -> dict[str, Any] | None:
-        with _reachable():
+        with reachable():
             raw = self._redis.get(self._entry(key))
             if raw is None:
                 return None
@@ -144,27 +107,27 @@ class RedisAnswerCache:
         docs = sorted(set(document_ids))
         ttl_s = self._config.answer_cache_ttl_s
         envelope = {"exp": self._clock() + ttl_s, "tenant": tenant_id, "docs": docs, "value": encode_value(value)}
-        ttl_ms = _ttl_ms(ttl_s)
+        expiry_ms = ttl_ms(ttl_s)
         # One transaction: an entry is never visible without the index entries that let invalidation find it.
         # Indexes get the entry's TTL; the newest entry always has the longest, so indexes outlive their entries.
-        with _reachable(), self._redis.pipeline(transaction=True) as pipe:
-            pipe.set(self._entry(key), json.dumps(envelope), px=ttl_ms)
+        with reachable(), self._redis.pipeline(transaction=True) as pipe:
+            pipe.set(self._entry(key), json.dumps(envelope), px=expiry_ms)
             for index in [self._tenant_index(tenant_id)] + [self._document_index(tenant_id, d) for d in docs]:
                 pipe.sadd(index, key)
-                pipe.pexpire(index, ttl_ms)
+                pipe.pexpire(index, expiry_ms)
             pipe.execute()
 
     def invalidate_documents(self, tenant_id: str, document_ids: Iterable[str]) -> int:
         indexes = [self._document_index(tenant_id, d) for d in set(document_ids)]
         if not indexes:
             return 0
-        with _reachable():
+        with reachable():
             keys = sorted(self._redis.sunion(indexes))
             self._redis.delete(*indexes)
             return self._drop(tenant_id, keys)
 
     def invalidate_tenant(self, tenant_id: str) -> int:
-        with _reachable():
+        with reachable():
             keys = sorted(self._redis.smembers(self._tenant_index(tenant_id)))
             return self._drop(tenant_id, keys)
 
@@ -203,21 +166,21 @@ class RedisBudgetStore:
         self._charge = client.register_script(_CHARGE_LUA)
 
     def _key(self, tenant_id: str, user_id: str, now: float) -> str:
-        return f"{self._config.key_prefix}budget:{_part(tenant_id)}:{_part(user_id)}:{utc_day(now)}"
+        return f"{self._config.key_prefix}budget:{key_part(tenant_id)}:{key_part(user_id)}:{utc_day(now)}"
 
     def charge(self, tenant_id: str, user_id: str, requests: int = 1, cost: float = 0.0) -> BudgetDecision:
         validate_charge(requests, cost)
         now = self._clock()
         limits = [self._config.budget_requests_per_day, to_cost_units(self._config.budget_cost_per_day)]
         args = [requests, to_cost_units(cost), *limits, BUDGET_KEY_TTL_S]
-        with _reachable():
+        with reachable():
             _, refusal, used_requests, used_cost = self._charge(keys=[self._key(tenant_id, user_id, now)], args=args)
         reason = _REFUSALS[refusal](self._config) if refusal else None
         return budget_decision(self._config, now, reason, int(used_requests), int(used_cost))
 
     def usage(self, tenant_id: str, user_id: str) -> tuple[int, float]:
         now = self._clock()
-        with _reachable():
+        with reachable():
             requests, cost_units = self._redis.hmget(self._key(tenant_id, user_id, now), ["requests", "cost"])
         return int(requests or 0), int(cost_units or 0) / COST_SCALE
 
@@ -231,12 +194,12 @@ class RedisIdempotencyStore:
         self._complete = client.register_script(_COMPLETE_LUA)
 
     def _key(self, scope: str, key: str) -> str:
-        return f"{self._config.key_prefix}idem:{_part(scope)}:{_part(key)}"
+        return f"{self._config.key_prefix}idem:{key_part(scope)}:{key_part(key)}"
 
     def begin(self, scope: str, key: str, fingerprint: str) -> IdempotencyResult:
         now, ttl_s = self._clock(), self._config.idempotency_ttl_s
-        args = [repr(now), fingerprint, repr(now + ttl_s), _ttl_ms(ttl_s)]
-        with _reachable():
+        args = [repr(now), fingerprint, repr(now + ttl_s), ttl_ms(ttl_s)]
+        with reachable():
             record = self._begin(keys=[self._key(scope, key)], args=args)
         if record is None:
             return IdempotencyResult(IdempotencyStatus.NEW)
@@ -250,10 +213,10 @@ class RedisIdempotencyStore:
     def complete(self, scope: str, key: str, response: dict[str, Any], status_code: int) -> bool:
         """Store the response; False when the reservation had expired or was released (nothing stored)."""
         now, ttl_s = self._clock(), self._config.idempotency_ttl_s
-        args = [repr(now), encode_value(response), int(status_code), repr(now + ttl_s), _ttl_ms(ttl_s)]
-        with _reachable():
+        args = [repr(now), encode_value(response), int(status_code), repr(now + ttl_s), ttl_ms(ttl_s)]
+        with reachable():
             return bool(self._complete(keys=[self._key(scope, key)], args=args))
 
     def release(self, scope: str, key: str) -> None:
-        with _reachable():
+        with reachable():
             self._redis.delete(self._key(scope, key))

@@ -10,25 +10,31 @@ user can delete all of theirs at once (`DELETE /v1/me/data`).
 
 Backends implement `RunStore` and pass one conformance suite: in process (`MemoryRunStore`, tests
 and one-process use), SQLite (the embedded default, shared by the processes of one machine) and Redis
-Streams (when Redis is configured). Time comes from an injected clock. Failures raise
-StateUnavailable.
+Streams (when Redis is configured); `make_run_store` (citadel/state/factory.py) chooses. The bounds every
+backend applies (record size, wait, lease, orphans) are defined here, once. Time comes from an
+injected clock. Failures raise StateUnavailable.
 """
 
 from __future__ import annotations
 
+import json
 import threading
-import time
 from dataclasses import asdict, dataclass, replace
 from enum import StrEnum
-from typing import TYPE_CHECKING, Any, Callable, Protocol, runtime_checkable
-
-if TYPE_CHECKING:
-    from citadel.config import CitadelConfig
+from typing import Any, Callable, Protocol, runtime_checkable
 
 Clock = Callable[[], float]
 
 # The most events one `events` call returns; a client pages with `after_seq`.
 MAX_EVENTS_PER_READ = 1_000
+# The longest one `wait` blocks, whatever the caller asks (an SSE handler re-waits in a loop).
+MAX_WAIT_S = 60.0
+# The most runs one `orphans` call returns.
+MAX_ORPHANS = 1_000
+# The largest event data or step result, as JSON characters: a run's log is not a blob store.
+MAX_RECORD_CHARS = 1_000_000
+# The longest lease one call may take: a replica renews well before it runs out.
+MAX_LEASE_S = 86_400.0
 
 
 class EventType(StrEnum):
@@ -267,26 +273,27 @@ class MemoryRunStore:
         return None
 
 
-def make_run_store(config: CitadelConfig, clock: Clock | None = None, backend: str | None = None) -> RunStore:
-    """The run store this deployment shares: Redis Streams when `state.redis_url` is set, else SQLite at
-    `config.runs_path`; in process only when `backend="memory"` is asked for (tests, one process).
+def encode_record(value: dict[str, Any]) -> str:
+    """JSON text of an event's data or a step's result; TypeError/ValueError when it cannot be stored."""
+    if not isinstance(value, dict):
+        raise TypeError(f"run records must be dicts, got {type(value).__name__}")
+    text = json.dumps(value, separators=(",", ":"), allow_nan=False)
+    if len(text) > MAX_RECORD_CHARS:
+        raise ValueError(f"run record of {len(text)} characters exceeds {MAX_RECORD_CHARS}")
+    return text
 
-    Backends are imported lazily, so redis-py is imported only when Redis is configured. The durable
-    stores have a `close()`; Redis is contacted at first use, the SQLite file is opened (and its schema
-    created) here."""
-    now = clock or time.time
-    chosen = backend or ("redis" if config.state.redis_url else "sqlite")
-    if chosen == "memory":
-        return MemoryRunStore(now)
-    if chosen == "sqlite":
-        from citadel.state.runs_sqlite import SQLiteRunStore
 
-        return SQLiteRunStore(config.runs_path, now)
-    if chosen == "redis":
-        if not config.state.redis_url:
-            raise ValueError("the redis run store needs state.redis_url")
-        from citadel.state.redis_store import connect
-        from citadel.state.runs_redis import RedisRunStore
+def bounded_limit(limit: int, most: int) -> int:
+    return max(0, min(int(limit), most))
 
-        return RedisRunStore(connect(config.state.redis_url), config.state.key_prefix, now)
-    raise ValueError(f"unknown run store backend {backend!r} (memory, sqlite or redis)")
+
+def bounded_wait(timeout_s: float) -> float:
+    return max(0.0, min(float(timeout_s), MAX_WAIT_S))
+
+
+def lease_ttl(ttl_s: float) -> float:
+    """A lease length the stores can compare: finite, 0 (expires at once) to MAX_LEASE_S."""
+    ttl = float(ttl_s)
+    if not 0.0 <= ttl <= MAX_LEASE_S:  # also refuses NaN
+        raise ValueError(f"lease ttl must be between 0 and {MAX_LEASE_S} s, got {ttl_s!r}")
+    return ttl

@@ -1,6 +1,6 @@
 """Redis runs (DESIGN.md §7, §10): the run store when Redis is configured, shared by every replica.
 
-Keys (all under `key_prefix`, ids percent-quoted like citadel/state/redis_store.py):
+Keys (all under `key_prefix`, ids percent-quoted by citadel/state/redis_client.py):
 - `run:<id>`          hash: the run record, plus `order` (its creation number, for `orphans`) and
                       `token` (the creating call's, see below).
 - `run:<id>:events`   stream: one entry per event, its id `<seq>-0`, so the entry id order is the
@@ -16,7 +16,7 @@ The seq is computed inside one Lua script from the stream's last entry and writt
 id: the stream is the only counter, a script runs atomically, and XADD refuses an id at or below the
 last, so seq is gapless and never shared. `wait` blocks in `XREAD BLOCK`, in slices shorter than the
 client's socket timeout. Leases are compare-and-set scripts. Redis errors become StateUnavailable.
-The client retries a command once when its connection fails (redis_store.connect), so create and append
+The client retries a command once when its connection fails (redis_client.connect), so create and append
 carry a per-call token that makes such a retry return the first outcome instead of repeating it.
 """
 
@@ -33,9 +33,9 @@ from typing import Any, Iterator
 import redis
 
 from citadel.state.base import StateUnavailable
-from citadel.state.redis_store import _part, _reachable, _ttl_ms
-from citadel.state.runs import MAX_EVENTS_PER_READ, NOT_ADOPTABLE, Clock, EventType, Run, RunEvent, RunStatus
-from citadel.state.runs_sqlite import MAX_ORPHANS, bounded_limit, bounded_wait, encode_record, lease_ttl
+from citadel.state.redis_client import key_part, reachable, ttl_ms
+from citadel.state.runs import (MAX_EVENTS_PER_READ, MAX_ORPHANS, NOT_ADOPTABLE, Clock, EventType, Run, RunEvent, RunStatus,
+                                bounded_limit, bounded_wait, encode_record, lease_ttl)
 
 log = logging.getLogger(__name__)
 
@@ -130,9 +130,9 @@ return 0
 
 @contextmanager
 def _available() -> Iterator[None]:
-    """Unreachable Redis (via redis_store's mapping) or any other Redis error → StateUnavailable."""
+    """Unreachable Redis (via redis_client's mapping) or any other Redis error → StateUnavailable."""
     try:
-        with _reachable():
+        with reachable():
             yield
     except redis.exceptions.RedisError as error:
         log.warning("run store command failed: %s: %s", type(error).__name__, error)
@@ -164,7 +164,7 @@ class RedisRunStore:
         self._redis.close()
 
     def _key(self, run_id: str, part: str = "") -> str:
-        return f"{self._prefix}{_part(run_id)}{part}"
+        return f"{self._prefix}{key_part(run_id)}{part}"
 
     # ---------------------------------------------------------------------------------- run records
     def create(self, run: Run) -> Run:
@@ -255,13 +255,13 @@ class RedisRunStore:
     # -------------------------------------------------------------------------------------- leases
     def acquire(self, run_id: str, owner: str, ttl_s: float) -> bool:
         ttl, now = lease_ttl(ttl_s), self._now()
-        args = [owner, repr(now), repr(now + ttl), _ttl_ms(ttl + LEASE_RECLAIM_GRACE_S)]
+        args = [owner, repr(now), repr(now + ttl), ttl_ms(ttl + LEASE_RECLAIM_GRACE_S)]
         with _available():
             return bool(self._acquire(keys=[self._key(run_id, ":lease")], args=args))
 
     def renew(self, run_id: str, owner: str, ttl_s: float) -> bool:
         ttl = lease_ttl(ttl_s)
-        args = [owner, repr(self._now() + ttl), _ttl_ms(ttl + LEASE_RECLAIM_GRACE_S)]
+        args = [owner, repr(self._now() + ttl), ttl_ms(ttl + LEASE_RECLAIM_GRACE_S)]
         with _available():
             return bool(self._renew(keys=[self._key(run_id, ":lease")], args=args))
 
@@ -299,7 +299,7 @@ class RedisRunStore:
 
     # ------------------------------------------------------------------------------------ deletion
     def _owner_key(self, tenant_id: str, user_id: str) -> str:
-        return f"{self._owners}{_part(tenant_id)}:{_part(user_id)}"
+        return f"{self._owners}{key_part(tenant_id)}:{key_part(user_id)}"
 
     def delete_user(self, tenant_id: str, user_id: str) -> int:
         owner = self._owner_key(tenant_id, user_id)

@@ -1,9 +1,8 @@
 """SQLite runs (DESIGN.md §10): the embedded default, shared by the processes of one machine.
 
-This module owns the runs file (`CitadelConfig.runs_path`): how it is opened (WAL, a busy timeout),
-how a write transaction is taken (`BEGIN IMMEDIATE`, so two processes queue for the write lock instead
-of failing half way), how every sqlite3 error leaves (as StateUnavailable, its text in the log only),
-and the tables of runs. The conversation store shares the file and the helpers (`SQLiteFile`).
+This module owns the tables of runs in the runs file (`CitadelConfig.runs_path`), opened through
+`SQLiteFile` (citadel/state/sqlite_file.py: WAL, a busy timeout, `BEGIN IMMEDIATE` writes, every sqlite3
+error as StateUnavailable); the conversation store shares the file.
 
 A run's seq is assigned inside the append's write transaction from the last stored seq, and
 UNIQUE (run_id, seq) backs that up, so two processes appending at once never share a seq and leave no
@@ -19,36 +18,18 @@ import logging
 import sqlite3
 import threading
 import time
-from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, Iterator, Sequence
+from typing import Any
 
-from citadel.state.base import StateUnavailable
-from citadel.state.runs import (
-    MAX_EVENTS_PER_READ,
-    NOT_ADOPTABLE,
-    Clock,
-    EventType,
-    Run,
-    RunEvent,
-    RunStatus,
-)
+from citadel.state.runs import (MAX_EVENTS_PER_READ, MAX_ORPHANS, NOT_ADOPTABLE, Clock, EventType, Run, RunEvent,
+                                RunStatus, bounded_limit, bounded_wait, encode_record, lease_ttl)
+from citadel.state.sqlite_file import SQLiteFile
 
 log = logging.getLogger(__name__)
 
-# How long a statement waits for another process's write lock before the store reports unavailable.
-BUSY_TIMEOUT_MS = 5_000
 # `wait` re-reads the file this often: short enough that a watcher sees an event within a frame.
 WAIT_POLL_S = 0.025
-# The longest one `wait` blocks, whatever the caller asks (an SSE handler re-waits in a loop).
-MAX_WAIT_S = 60.0
-# The most runs one `orphans` call returns.
-MAX_ORPHANS = 1_000
-# The largest event data or step result, as JSON characters: a run's log is not a blob store.
-MAX_RECORD_CHARS = 1_000_000
-# The longest lease one call may take: a replica renews well before it runs out.
-MAX_LEASE_S = 86_400.0
 
 # Adoptable means "not in NOT_ADOPTABLE" (neither finished nor waiting for an approval): the same text in
 # the partial index and in the query, so SQLite can answer `orphans` from the index without scanning
@@ -93,107 +74,6 @@ _RUN_SCHEMA = (
 
 _RUN_COLUMNS = ("run_id, tenant_id, user_id, conversation_id, question, groups_json, status, path, "
                 "stop_reason, created_at, updated_at")
-
-
-@contextmanager
-def sqlite_guard(what: str) -> Iterator[None]:
-    """A database error inside the block becomes StateUnavailable; its text stays in the log."""
-    try:
-        yield
-    except sqlite3.Error as error:
-        log.warning("%s failed: %s: %s", what, type(error).__name__, error)
-        raise StateUnavailable(f"the {what} is unavailable; try again shortly") from None
-
-
-class SQLiteFile:
-    """One connection to a state file, shared by this process's threads under a lock.
-
-    Other processes open their own; WAL lets them read while one writes, and the busy timeout makes
-    a writer wait for the lock rather than fail. The schema is created on open, idempotently.
-    """
-
-    def __init__(self, path: str | Path, schema: Sequence[str], what: str):
-        self.path, self.what = Path(path), what
-        self._lock = threading.Lock()
-        try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-        except OSError as error:
-            log.warning("%s: cannot create %s: %s", what, self.path.parent, error)
-            raise StateUnavailable(f"the {what} is unavailable; try again shortly") from None
-        with sqlite_guard(what):
-            self._conn = sqlite3.connect(str(self.path), timeout=BUSY_TIMEOUT_MS / 1000,
-                                         isolation_level=None, check_same_thread=False)
-        try:
-            with sqlite_guard(what):
-                self._conn.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
-                self._conn.execute("PRAGMA journal_mode=WAL")
-                # WAL with NORMAL survives a process crash (what adoption is for); only power loss
-                # can lose the last commits.
-                self._conn.execute("PRAGMA synchronous=NORMAL")
-                # Deleted conversations and runs are overwritten, not left readable in free pages.
-                self._conn.execute("PRAGMA secure_delete=ON")
-            with self.write() as db:
-                for statement in schema:
-                    db.execute(statement)
-        except BaseException:
-            self._conn.close()
-            raise
-
-    def close(self) -> None:
-        with self._lock, sqlite_guard(self.what):
-            self._conn.close()
-
-    @contextmanager
-    def write(self) -> Iterator[sqlite3.Connection]:
-        """One atomic write transaction, the write lock taken up front: all of it or none of it."""
-        with self._lock, sqlite_guard(self.what):
-            self._conn.execute("BEGIN IMMEDIATE")
-            try:
-                yield self._conn
-                self._conn.execute("COMMIT")
-            except BaseException:
-                # Left open, the transaction would refuse every later BEGIN; SQLite may have rolled it
-                # back already (a full disk, say).
-                if self._conn.in_transaction:
-                    self._conn.execute("ROLLBACK")
-                raise
-
-    def read(self, sql: str, args: tuple = ()) -> list[tuple]:
-        with self._lock, sqlite_guard(self.what):
-            return self._conn.execute(sql, args).fetchall()
-
-    def checkpoint(self) -> None:
-        """After a deletion: copy the WAL into the file and empty it (the WAL still holds the deleted
-        rows' old pages). Best effort: another process's open read keeps it from finishing, and the
-        next checkpoint overwrites those frames anyway."""
-        with self._lock, sqlite_guard(self.what):
-            self._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-
-
-def encode_record(value: dict[str, Any]) -> str:
-    """JSON text of an event's data or a step's result; TypeError/ValueError when it cannot be stored."""
-    if not isinstance(value, dict):
-        raise TypeError(f"run records must be dicts, got {type(value).__name__}")
-    text = json.dumps(value, separators=(",", ":"), allow_nan=False)
-    if len(text) > MAX_RECORD_CHARS:
-        raise ValueError(f"run record of {len(text)} characters exceeds {MAX_RECORD_CHARS}")
-    return text
-
-
-def bounded_limit(limit: int, most: int) -> int:
-    return max(0, min(int(limit), most))
-
-
-def bounded_wait(timeout_s: float) -> float:
-    return max(0.0, min(float(timeout_s), MAX_WAIT_S))
-
-
-def lease_ttl(ttl_s: float) -> float:
-    """A lease length the stores can compare: finite, 0 (expires at once) to MAX_LEASE_S."""
-    ttl = float(ttl_s)
-    if not 0.0 <= ttl <= MAX_LEASE_S:  # also refuses NaN
-        raise ValueError(f"lease ttl must be between 0 and {MAX_LEASE_S} s, got {ttl_s!r}")
-    return ttl
 
 
 class SQLiteRunStore:

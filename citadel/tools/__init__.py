@@ -9,7 +9,7 @@
   explicit reasons, checks a reviewer's edit and a tool's response; `AuditSampler`, the seeded T1 sample;
 - `approvals`: `ApprovalStore`, where a T2 call waits for a person (request once per step, decide once,
   escalate and expire by a sweep; silence never approves), in process or in a SQLite file
-  (`approvals_sqlite`) every process of the machine shares;
+  (`approvals_sqlite`) every process of the machine shares, chosen by `factory.make_approval_store`;
 - `pause`: the `PauseSwitch` an admin uses to pause the model or a tool, per tenant or everywhere,
   without a restart (in process, or a SQLite file shared by processes).
 - `caller`, `delegation`, `token_exchange`: who a call is made as — an access token the users' token

@@ -31,8 +31,9 @@ The contract, which both backends keep and tests/conformance/test_approval_store
   or InvalidTenant, never a driver error; SQLite failures are StateUnavailable.
 
 Backends: `MemoryApprovalStore` (one process, tests) and `SQLiteApprovalStore`
-(citadel/tools/approvals_sqlite.py, the file every process of the machine opens); `make_approval_store`
-chooses. Callers check who may see and decide (tenant, `deciders()`); the store does not.
+(citadel/tools/approvals_sqlite.py, the file every process of the machine opens);
+`make_approval_store` (citadel/tools/factory.py) chooses. Callers check who may see and decide
+(tenant, `deciders()`); the store does not.
 """
 
 from __future__ import annotations
@@ -41,19 +42,16 @@ import copy
 import json
 import math
 import threading
-import time
 import uuid
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field, replace
 from enum import StrEnum
-from typing import TYPE_CHECKING, Any, Callable, Protocol, runtime_checkable
+from typing import Any, Callable, Protocol, runtime_checkable
 
 from citadel.errors import Conflict, InvalidRequest, NotFound
 from citadel.tools.spec import MAX_GROUP_CHARS
 from citadel.types import validate_tenant_id
 
-if TYPE_CHECKING:
-    from citadel.config import CitadelConfig
 
 Clock = Callable[[], float]
 
@@ -332,19 +330,3 @@ def _copy(approval: Approval) -> Approval:
     """A copy whose argument dicts the caller may change without changing the store."""
     return replace(approval, proposed_args=copy.deepcopy(approval.proposed_args),
                    final_args=copy.deepcopy(approval.final_args), context=copy.deepcopy(approval.context))
-
-
-def make_approval_store(config: CitadelConfig, clock: Clock | None = None, backend: str | None = None) -> ApprovalStore:
-    """The approval store this machine's processes share: SQLite at `config.home / APPROVALS_FILE`
-    ("approvals.sqlite", beside runs.sqlite; the path is computed here, config.py names none); in
-    process only when `backend="memory"` is asked for (tests, one process). Approvals escalate and
-    expire by `clock` (default: time.time). The SQLite file is opened, and its schema created, here."""
-    now = clock or time.time
-    chosen = backend or "sqlite"
-    if chosen == "memory":
-        return MemoryApprovalStore(now)
-    if chosen == "sqlite":
-        from citadel.tools.approvals_sqlite import SQLiteApprovalStore
-
-        return SQLiteApprovalStore(config.home / APPROVALS_FILE, now)
-    raise ValueError(f"unknown approval store backend {backend!r} (memory or sqlite)")

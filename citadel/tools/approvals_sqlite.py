@@ -1,7 +1,7 @@
 """SQLite approvals (DESIGN.md §10, issue 16 item 4): the durable default, shared by the processes of one machine.
 
 One table, `approvals`, in its own file (`config.home / "approvals.sqlite"`, see `make_approval_store`),
-opened with the runs file's helper (`SQLiteFile`: WAL, a busy timeout, `BEGIN IMMEDIATE` writes, every
+opened with the state files' helper (`SQLiteFile`, citadel/state/sqlite_file.py: WAL, a busy timeout, `BEGIN IMMEDIATE` writes, every
 sqlite3 error raised as StateUnavailable). UNIQUE (run_id, step_id) keeps one approval per step, so a
 resumed run's second request finds the first. A decision is one conditional
 `UPDATE … WHERE status = 'pending' AND (expire_at IS NULL OR expire_at > now)`: of two reviewers, in
@@ -19,7 +19,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from citadel.errors import Conflict, NotFound
-from citadel.state.runs_sqlite import SQLiteFile
+from citadel.state.sqlite_file import SQLiteFile
 from citadel.tools.approvals import (
     MAX_SWEEP,
     Approval,

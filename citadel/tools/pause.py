@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Protocol
 
 from citadel.errors import InvalidRequest
-from citadel.state.runs_sqlite import SQLiteFile
+from citadel.state.sqlite_file import SQLiteFile
 from citadel.tools.spec import MODEL_TARGET, TOOL_NAME_PATTERN
 from citadel.types import validate_tenant_id
 

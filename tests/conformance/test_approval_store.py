@@ -8,7 +8,8 @@ from __future__ import annotations
 import pytest
 
 from citadel.config import CitadelConfig
-from citadel.tools.approvals import Approval, MemoryApprovalStore, make_approval_store
+from citadel.tools.approvals import Approval, MemoryApprovalStore
+from citadel.tools.factory import make_approval_store
 from tests.conformance.suites.approval_store import (ApprovalStoreConformance, Backend, clock, DEAL_DESK, LEADS,
                                                      new_approval)  # noqa: F401 (clock: fixtures)
 

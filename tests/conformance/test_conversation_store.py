@@ -7,8 +7,9 @@ from __future__ import annotations
 import pytest
 
 from citadel.config import CitadelConfig
-from citadel.state.conversations import ASSISTANT, MemoryConversationStore, Message, make_conversation_store
-from citadel.state.runs import EventType, Run, make_run_store
+from citadel.state.conversations import ASSISTANT, MemoryConversationStore, Message
+from citadel.state.factory import make_conversation_store, make_run_store
+from citadel.state.runs import EventType, Run
 from tests.conformance.suites.conversation_store import (ConversationStoreConformance, Backend, clock,
                                                          conversation)  # noqa: F401 (clock: fixtures)
 

@@ -12,7 +12,8 @@ import sys
 import pytest
 
 from citadel.config import CitadelConfig
-from citadel.state.runs import MemoryRunStore, make_run_store
+from citadel.state.factory import make_run_store
+from citadel.state.runs import MemoryRunStore
 from tests.conformance.suites.run_store import RunStoreConformance, Backend, clock, REPO  # noqa: F401 (clock: fixtures)
 
 
@@ -53,7 +54,7 @@ def test_factory_imports_redis_only_when_configured(tmp_path):
     script = (
         "import sys\n"
         "from citadel.config import CitadelConfig\n"
-        "from citadel.state.runs import make_run_store\n"
+        "from citadel.state.factory import make_run_store\n"
         f"store = make_run_store(CitadelConfig(home={str(tmp_path)!r}))\n"
         "store.close()\n"
         "print(type(store).__name__, 'redis' in sys.modules)\n"

@@ -11,10 +11,11 @@ import json
 import pytest
 
 from citadel.config import StateConfig
-from citadel.state import StateUnavailable, answer_cache_key, make_state
+from citadel.state import StateUnavailable, answer_cache_key
 from citadel.state.base import IdempotencyStatus
-from tests.settable_clock import SettableClock
+from citadel.state.factory import make_state
 from tests.conformance.suites.state import StateConformance, clock, START, UNREACHABLE_REDIS  # noqa: F401 (clock: fixtures)
+from tests.settable_clock import SettableClock
 
 
 class TestMemoryState(StateConformance):

@@ -14,8 +14,9 @@ import json
 import pytest
 
 from citadel.config import CitadelConfig
-from citadel.state.conversations import Conversation, Memory, Message, SummaryLine, make_conversation_store
-from citadel.state.runs import EventType, Run, make_run_store
+from citadel.state.conversations import Conversation, Memory, Message, SummaryLine
+from citadel.state.factory import make_conversation_store, make_run_store
+from citadel.state.runs import EventType, Run
 from tests.settable_clock import SettableClock
 
 DAY = 86_400.0

@@ -10,7 +10,7 @@ import pytest
 
 from citadel.answer.service import outcome_of
 from citadel.config import CitadelConfig
-from citadel.state import make_state
+from citadel.state.factory import make_state
 from citadel.types import Principal
 from serving.services.answer_cache import AnswerCacheView
 from serving.services.metrics import ApiMetrics

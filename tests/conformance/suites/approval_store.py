@@ -21,7 +21,8 @@ import pytest
 from citadel.config import CitadelConfig
 from citadel.errors import Conflict, InvalidRequest, InvalidTenant, NotFound
 from citadel.state.base import StateUnavailable
-from citadel.tools.approvals import (MAX_ARGS_CHARS, MAX_COMMENT_CHARS, Approval, ApprovalStatus, ApprovalStore, make_approval_store)
+from citadel.tools.approvals import MAX_ARGS_CHARS, MAX_COMMENT_CHARS, Approval, ApprovalStatus, ApprovalStore
+from citadel.tools.factory import make_approval_store
 from tests.settable_clock import SettableClock
 
 REPO = Path(__file__).resolve().parents[3]

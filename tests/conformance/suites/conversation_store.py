@@ -15,7 +15,9 @@ import pytest
 
 from citadel.config import CitadelConfig
 from citadel.state.base import StateUnavailable
-from citadel.state.conversations import (ASSISTANT, FROM_USER, USER, Conversation, ConversationStore, Memory, Message, SourceRef, SummaryLine, make_conversation_store)
+from citadel.state.conversations import (ASSISTANT, FROM_USER, USER, Conversation, ConversationStore, Memory, Message,
+                                         SourceRef, SummaryLine)
+from citadel.state.factory import make_conversation_store
 from tests.settable_clock import SettableClock
 
 START = 1_800_000_000.0

@@ -20,7 +20,8 @@ import pytest
 
 from citadel.config import CitadelConfig, StateConfig
 from citadel.state.base import StateUnavailable
-from citadel.state.runs import MAX_EVENTS_PER_READ, EventType, Run, RunStatus, RunStore, make_run_store
+from citadel.state.factory import make_run_store
+from citadel.state.runs import MAX_EVENTS_PER_READ, EventType, Run, RunStatus, RunStore
 from tests.settable_clock import SettableClock
 
 REPO = Path(__file__).resolve().parents[3]
@@ -413,7 +414,7 @@ class RunStoreConformance:
         assert store.steps("r1") == {}
 
     def test_redis_retried_create_and_append_take_effect_once(self, backend, store):
-        """redis_store.connect retries a command whose connection failed; a retry may follow one that ran."""
+        """redis_client.connect retries a command whose connection failed; a retry may follow one that ran."""
         if backend.kind != "redis":
             pytest.skip("only the Redis client retries commands")
         key, stream = store._key("r1"), store._key("r1", ":events")

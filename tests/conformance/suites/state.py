@@ -12,8 +12,9 @@ import uuid
 import pytest
 
 from citadel.config import StateConfig
-from citadel.state import AnswerCache, BudgetStore, IdempotencyStore, State, answer_cache_key, make_state
+from citadel.state import AnswerCache, BudgetStore, IdempotencyStore, State, answer_cache_key
 from citadel.state.base import SECONDS_PER_DAY, IdempotencyResult, IdempotencyStatus
+from citadel.state.factory import make_state
 from tests.settable_clock import SettableClock
 
 UNREACHABLE_REDIS = "redis://127.0.0.1:1/0"  # port 1: nothing listens, the connection is refused at once
