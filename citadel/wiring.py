@@ -381,7 +381,8 @@ class Wiring:
         `tools.registry_file`, each called over its HTTP binding as the run's user, under the policy
         engine (pauses from `pause_switch`, a seeded T1 audit sample). With `answer.reranker: reader`,
         a search reranks with this wiring's reranker, as the single-shot path does."""
-        from citadel.agent.tools import SearchTool, ToolRegistry
+        from citadel.agent.executor import SearchTool
+        from citadel.tools.registry import ToolRegistry
 
         answer = self.config.answer
         reranker = self.reranker if answer.reranker == "reader" else None

@@ -20,11 +20,11 @@ from citadel.agent.evidence import EvidenceSet, evidence_lines, gathered
 from citadel.agent.journal import RunJournal, RunState
 from citadel.agent.plan import Step
 from citadel.agent.records import UNSET, ApprovalRecord, RecordKey, StepOutcome, StepResult
-from citadel.agent.tools import ToolRefused, ToolRegistry
 from citadel.errors import ApprovalRequired
 from citadel.state.runs import EventType
 from citadel.tools.approvals import Approval, ApprovalStatus, ApprovalStore
 from citadel.tools.honeypots import HoneypotPlanter
+from citadel.tools.registry import ToolRefused, ToolRegistry
 from citadel.tools.reviews import (GO, MAX_REVIEW_ROUNDS, FailedCheck, ReviewPolicy, ReviewReason, Verdict,
                                    held_body, latest_review, request_review, settle)
 from citadel.tools.spec import RiskTier

@@ -39,6 +39,7 @@ from citadel.agent.approval_flow import ApprovalFlow
 from citadel.agent.budget import RunBudget, UserSpend
 from citadel.agent.delivery import Delivery, token_pieces
 from citadel.agent.evidence import RunEvidence, passage_tokens
+from citadel.agent.executor import StepExecutor, ToolStepExecutor
 from citadel.agent.journal import LeaseLost, RunJournal, RunState
 from citadel.agent.memory import ConversationMemory, RunConversation
 from citadel.agent.planner import Planner
@@ -48,7 +49,6 @@ from citadel.agent.records import (AnswerRecord, LoopSignal, RecordKey, RouteRec
 from citadel.agent.routing import AGENTIC, SINGLE_SHOT, run_path
 from citadel.agent.steps import RoundEnd, StepRunner
 from citadel.agent.synthesis import PartChecker, Synthesis, closed_record
-from citadel.agent.tools import StepExecutor, ToolRegistry, ToolStepExecutor
 from citadel.answer.links import LinkPolicy
 from citadel.chunking import count_tokens
 from citadel.config import AgentConfig
@@ -58,6 +58,7 @@ from citadel.resilience.deadline import deadline_scope
 from citadel.state.runs import FINISHED, EventType, Run, RunStatus, RunStore
 from citadel.tools.approvals import ApprovalStore
 from citadel.tools.honeypots import HoneypotPlanter
+from citadel.tools.registry import ToolRegistry
 from citadel.tools.reviews import CLOSED, HOLD, ReviewPolicy
 
 __all__ = ["Orchestrator", "RunDriver", "build_orchestrator", "record_outcome", "run_outcome", "token_pieces"]

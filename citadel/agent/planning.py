@@ -17,10 +17,10 @@ from citadel.agent.memory import RunConversation
 from citadel.agent.plan import MAX_PLAN_STEPS, SEARCH, Plan, Reflection, Step, check_steps
 from citadel.agent.planner import PlanContext, Planner, RulesPlanner
 from citadel.agent.records import LoopSignal, PlanRecord, RecordKey, ReflectionRecord, StopReason
-from citadel.agent.tools import ToolRegistry
 from citadel.config import AgentConfig
 from citadel.errors import PlanInvalid, Unavailable
 from citadel.state.runs import EventType
+from citadel.tools.registry import ToolRegistry
 
 # The first plan and at most this many re-plans.
 MAX_REPLANS = 3

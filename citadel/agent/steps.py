@@ -21,14 +21,15 @@ from typing import Any
 from citadel.agent.approval_flow import ApprovalFlow
 from citadel.agent.budget import RunBudget
 from citadel.agent.evidence import passage_from_record, passage_record, passage_tokens
+from citadel.agent.executor import StepContext, StepExecutor
 from citadel.agent.journal import RunJournal, RunState
 from citadel.agent.plan import SEARCH, Step
 from citadel.agent.records import RecordKey, RefreshRecord, StepOutcome, StepResult, StopReason, succeeded
-from citadel.agent.tools import StepContext, StepExecutor, ToolRefused, ToolRegistry
 from citadel.chunking import count_tokens
 from citadel.config import AgentConfig
 from citadel.errors import ApprovalRequired, CitadelError
 from citadel.state.runs import EventType
+from citadel.tools.registry import ToolRefused, ToolRegistry
 from citadel.tools.reviews import FlaggedSource
 from citadel.tracing import emit_span
 

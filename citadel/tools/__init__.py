@@ -14,8 +14,10 @@
   without a restart (in process, or a SQLite file shared by processes).
 - `caller`, `delegation`, `token_exchange`: who a call is made as — an access token the users' token
   service issued for the tool's system and the tool (OAuth 2.0 Token Exchange, RFC 8693) from the
-  delegation the run took from its user's own context when it started; `http`: a tool over HTTP.
+  delegation the run took from its user's own context when it started; `http`: a tool over HTTP;
+- `registry`: `ToolRegistry`, the tools of this process by name and the policy engine over them, and
+  `StepTools`, the one tool a step may call, decided, called and its response checked.
 
-The run-time side (the tools a step may call, `citadel/agent/tools.py`) consults these; nothing here
-calls a tool.
+The agent's step executor (`citadel/agent/executor.py`: the search tool, executing a step) calls tools
+through the registry.
 """

@@ -34,7 +34,7 @@ log = logging.getLogger(__name__)
 
 
 class HttpTool:
-    """The agent's Tool protocol (citadel/agent/tools.py) over a spec's HTTP binding."""
+    """The Tool protocol (citadel/tools/registry.py) over a spec's HTTP binding."""
 
     def __init__(self, spec: ToolSpec, base_url: str, caller: ToolCaller, timeout_s: float, max_response_bytes: int,
                  client: httpx.Client | None = None):
@@ -115,7 +115,7 @@ class HttpTool:
 
 
 def run_of(request_id: str) -> str:
-    """The run of a step's request id (`<run_id>:<step_id>`, citadel/agent/tools.py; run ids hold no ':')."""
+    """The run of a step's request id (`<run_id>:<step_id>`, citadel/agent/executor.py; run ids hold no ':')."""
     return request_id.split(":", 1)[0]
 
 

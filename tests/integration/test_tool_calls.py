@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
+from citadel.agent.executor import ToolStepExecutor
 from citadel.agent.plan import parse_plan
 from citadel.agent.planner import RulesPlanner
-from citadel.agent.tools import ToolStepExecutor
 from citadel.config import load_config
 from citadel.state.runs import EventType, MemoryRunStore, Run, RunStatus
 from citadel.tools.approvals import ApprovalStatus

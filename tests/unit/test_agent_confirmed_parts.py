@@ -9,9 +9,9 @@ import re
 
 import pytest
 
+from citadel.agent.executor import MAX_RERANK_CANDIDATES, SearchTool
 from citadel.agent.orchestrator import run_outcome
 from citadel.agent.parts import OFFER, PartCheck, citation_number, in_context, part_passages, unconfirmed_note
-from citadel.agent.tools import MAX_RERANK_CANDIDATES, SearchTool
 from citadel.ingest.sources import AclSpec, discover
 from citadel.prompting.source import Source
 from citadel.reader.fake import FakeReader

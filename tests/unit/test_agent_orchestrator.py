@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
+from citadel.agent.executor import ToolStepExecutor
 from citadel.agent.orchestrator import Orchestrator, run_outcome, token_pieces
 from citadel.agent.plan import parse_plan
 from citadel.agent.planner import OpenAICompatiblePlanner, RulesPlanner
-from citadel.agent.tools import ToolStepExecutor
 from citadel.errors import NotFound
 from citadel.ingest.sources import AclSpec, discover
 from citadel.state.runs import EventType, MemoryRunStore, Run, RunStatus

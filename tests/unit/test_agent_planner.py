@@ -9,11 +9,12 @@ import pytest
 
 from citadel.agent.budget import RunBudget, TokenMeter
 from citadel.agent.evidence import EvidenceSet
+from citadel.agent.executor import SearchTool
 from citadel.agent.plan import PlanInvalid, parse_plan
 from citadel.agent.planner import (OpenAICompatiblePlanner, PlanContext, PlannerUnavailable, RulesPlanner,
                                    make_planner)
-from citadel.agent.tools import SearchTool, ToolRegistry
 from citadel.config import AgentConfig
+from citadel.tools.registry import ToolRegistry
 from citadel.types import Passage
 from tests.chat_server import ChatServer, completion, scripted
 

@@ -82,9 +82,9 @@ def test_the_catalog_failing_is_the_permission_store_failing_to_a_client():
 
 
 def test_moved_classes_still_import_from_their_rooms():
-    from citadel.agent.tools import ApprovalRequired, ToolNotAllowed
     from citadel.resilience.breaker import BreakerOpen, BreakerState
     from citadel.tools.http import InvalidToolArguments
+    from citadel.tools.registry import ApprovalRequired, ToolNotAllowed
 
     assert (ApprovalRequired, ToolNotAllowed, InvalidToolArguments) == (
         errors.ApprovalRequired, errors.ToolNotAllowed, errors.InvalidToolArguments)

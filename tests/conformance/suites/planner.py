@@ -16,9 +16,10 @@ from __future__ import annotations
 import pytest
 
 from citadel.agent.evidence import EvidenceSet
+from citadel.agent.executor import SearchTool
 from citadel.agent.plan import NEXT_ACTIONS, Plan, PlanInvalid, Reflection
 from citadel.agent.planner import PlanContext, Planner, PlannerUnavailable
-from citadel.agent.tools import SearchTool, ToolRegistry
+from citadel.tools.registry import ToolRegistry
 from citadel.types import Passage
 
 TOOLS = ToolRegistry([SearchTool(retriever=None)])

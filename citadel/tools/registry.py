@@ -1,48 +1,27 @@
-"""The tools a step may call, and the step executor that calls them (DESIGN.md §10).
+"""Calling tools under the policy engine (DESIGN.md §10): the tools of this process and the view one
+step gets of them.
 
-The `search` tool (tier T0, read) retrieves for the run's principal through the `PassageRetriever`
-protocol, so every passage is ACL-scoped and live-checked as on the single-shot path. The tools of a
-registry file (citadel/tools/spec.py) are called over HTTP (citadel/tools/http.py), each call decided
-by the policy engine (citadel/tools/policy.py) immediately before it runs. A step gets only the tool it
-names (`ToolRegistry.for_step`); asking that view for another tool is refused, and nothing a document
-says can add a tool or call one: tools come from the registry, calls from the plan's named step.
-
-A step's call carries `request_id` = "<run_id>:<step_id>": derived from run and step, so a step
-repeated after a crash would present the same key to a system that deduplicates.
-
-Everything a step hands on to a model is screened first (citadel/guardrails/planted.py): a search's
-passages, by the same screen as the single-shot path (a dropped one is named in the result's
-`screened`), and a tool's response, whose texts carrying instructions are withheld.
-
-With a reranker (the reader, `answer.reranker: reader`), a search reranks as the single-shot path
-does: it retrieves the reranker's candidate depth and keeps the top_k it ranks first, so a run's
-evidence for each part is what the reader reads best, not what fusion happened to put first.
+`ToolRegistry` holds the tools by name and the policy engine over those with a spec (citadel/tools/
+policy.py); `for_step` gives a step only the tool it names (`StepTools`), and asking that view for
+another tool is refused, so nothing a document says can add a tool or call one: tools come from the
+registry, calls from the plan's named step. Each call with a spec is decided by the policy engine
+immediately before it runs and its response checked after; texts in a response carrying instructions
+are withheld (citadel/guardrails/planted.py). The agent's steps call through here
+(citadel/agent/executor.py); a registry file's tools run over HTTP (citadel/tools/http.py).
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
 from typing import Any, Protocol
 
-from citadel.agent.evidence import passage_record
-from citadel.agent.plan import MAX_QUERY_CHARS, Step
 from citadel.errors import ApprovalRequired, CitadelError, InvalidRequest, InvalidToolArguments, ToolNotAllowed
-from citadel.guardrails.planted import screen_tool_response, split_screened
-from citadel.retrieval.retriever import PassageRetriever
+from citadel.guardrails.planted import screen_tool_response
 from citadel.tools.intents import IntentMatcher, RequestedAction
 from citadel.tools.policy import Action, Decision, PolicyEngine
 from citadel.tools.spec import RiskTier, ToolSpec
-from citadel.types import Degradation, Principal
-
-SEARCH = "search"
-DEFAULT_SEARCH_TOP_K = 8
-MAX_SEARCH_TOP_K = 20
-# With a reranker, a search retrieves this many fused candidates for it to read (at most the cap: a
-# step reads what one single-shot answer reads, never more).
-DEFAULT_RERANK_CANDIDATES = 30
-MAX_RERANK_CANDIDATES = 50
+from citadel.types import Principal
 
 
 class ToolRefused(CitadelError):
@@ -68,51 +47,18 @@ class Tool(Protocol):
         """Do the work on behalf of `principal`; a JSON-able result."""
 
 
-class SearchTool:
-    """Retrieve passages for the principal (ACL-scoped, live-checked): the agentic path's one read."""
+class ToolCall(Protocol):
+    """The call a plan's step makes (citadel/agent/plan.py `Step`): the tool it names, the step's ask
+    (the default of a tool's main argument) and its explicit arguments."""
 
-    name = SEARCH
-    tier = RiskTier.T0
+    @property
+    def tool(self) -> str: ...
 
-    def __init__(self, retriever: PassageRetriever, top_k: int = DEFAULT_SEARCH_TOP_K, reranker=None,
-                 candidates: int = DEFAULT_RERANK_CANDIDATES, screen=None):
-        """`reranker`: reorders the fused candidates (None, or one that is not `enabled`: the fused
-        order stands); `candidates`: how many it reads, bounded by MAX_RERANK_CANDIDATES; `screen`: the
-        single-shot path's planted-instruction screen (True: drop the passage; None: no screen)."""
-        self.retriever = retriever
-        self.screen = screen
-        self.top_k = max(1, min(top_k, MAX_SEARCH_TOP_K))
-        self.reranker = reranker if reranker is not None and getattr(reranker, "enabled", True) else None
-        self.candidates = max(1, min(candidates, MAX_RERANK_CANDIDATES))
+    @property
+    def ask(self) -> str: ...
 
-    def arguments(self, ask: str, args: Mapping[str, Any]) -> dict[str, Any]:
-        unknown = sorted(set(args) - {"query", "top_k"})
-        if unknown:
-            raise InvalidToolArguments(f"search takes query and top_k, not {unknown}")
-        query = args.get("query") or ask
-        if not isinstance(query, str) or not query.strip() or len(query) > MAX_QUERY_CHARS:
-            raise InvalidToolArguments(f"search needs a query of 1 to {MAX_QUERY_CHARS} characters")
-        top_k = args.get("top_k", self.top_k)
-        if isinstance(top_k, bool) or not isinstance(top_k, int) or not 1 <= top_k <= MAX_SEARCH_TOP_K:
-            raise InvalidToolArguments(f"search top_k must be an integer from 1 to {MAX_SEARCH_TOP_K}")
-        return {"query": " ".join(query.split()), "top_k": top_k}
-
-    def run(self, principal: Principal, arguments: Mapping[str, Any], request_id: str) -> dict[str, Any]:
-        top_k = arguments["top_k"]
-        depth = top_k if self.reranker is None else max(top_k, self.candidates)
-        result = self.retriever.retrieve(principal, arguments["query"], top_k=depth, request_id=request_id)
-        passages, degraded = list(result.passages), [str(d) for d in result.degraded]
-        passages, dropped = split_screened(passages, self.screen)
-        if self.reranker is not None and passages:
-            try:
-                passages = self.reranker.rerank(arguments["query"], passages, top_k)
-            except Exception:  # fail open, visibly: the fused order stands, as on the single-shot path
-                degraded.append(str(Degradation.RERANK_SKIPPED))
-        found = {"passages": [passage_record(p) for p in passages[:top_k]], "degraded": degraded}
-        if dropped:
-            found["screened"] = [{"chunk_id": p.chunk_id, "document_id": p.document_id, "version": p.version}
-                                 for p in dropped]
-        return found
+    @property
+    def args(self) -> Mapping[str, Any]: ...
 
 
 def target_checks_permission(principal: Principal, spec: ToolSpec) -> bool:
@@ -201,7 +147,7 @@ class ToolRegistry:
             raise InvalidToolArguments(f"no tool named {name!r}")
         tool.arguments("-", args)  # a placeholder ask: only explicit arguments are checked here
 
-    def call_key(self, step: Step) -> str:
+    def call_key(self, step: ToolCall) -> str:
         """The call a step makes, canonically: equal keys are one identical call repeated."""
         tool = self._tools.get(step.tool)
         try:
@@ -210,32 +156,5 @@ class ToolRegistry:
             arguments = dict(step.args)
         return json.dumps([step.tool, arguments], sort_keys=True)
 
-    def for_step(self, step: Step) -> StepTools:
+    def for_step(self, step: ToolCall) -> StepTools:
         return StepTools(self._tools, [step.tool], self._policy)
-
-
-# ---------------------------------------------------------------------- executing a step
-@dataclass(frozen=True)
-class StepContext:
-    run_id: str
-    principal: Principal
-    approved: Mapping[str, Any] | None = None  # a person's approved arguments for this step's T2 call
-
-    def request_id(self, step: Step) -> str:
-        """The step's idempotency key: derived from run and step, the same on every attempt."""
-        return f"{self.run_id}:{step.id}"
-
-
-class StepExecutor(Protocol):
-    """Runs one step with the tools it may use; a JSON-able result ({"passages": [...]} for search).
-    Injectable, so a test can count executions or hold steps at a barrier."""
-
-    def execute(self, context: StepContext, step: Step, tools: StepTools) -> dict[str, Any]: ...
-
-
-class ToolStepExecutor:
-    """The default executor: the step's one tool, called with its arguments."""
-
-    def execute(self, context: StepContext, step: Step, tools: StepTools) -> dict[str, Any]:
-        return tools.call(step.tool, context.principal, step.ask, step.args, context.request_id(step),
-                          context.approved)
