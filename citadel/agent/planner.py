@@ -136,8 +136,8 @@ def _joined(pieces: list[tuple[str, str]]) -> list[str]:
             intro, intro_terms = [*fragments, ":"], terms
         elif terms >= MIN_PART_TERMS:
             parts.append((fragments, terms))
-        elif parts:
-            parts[-1][0].extend([separator, *fragments])
+        elif parts:  # a space after the separator: "contractors and" + "what is…" must not read "andwhat"
+            parts[-1][0].extend([separator, " ", *fragments])
         else:
             intro, intro_terms = fragments, terms
     if intro and parts:

@@ -148,6 +148,9 @@ def test_an_invalid_reflection_is_refused(raw, reason):
     # a piece too small to stand alone stays with its neighbour
     ("Is annual revenue and tenure enough for the discount?", ["Is annual revenue and tenure enough for the discount"]),
     ("Who approves travel?", ["Who approves travel"]),
+    # a small piece joined to the part before it keeps the space after its separator
+    ("Who approves travel for contractors and what is the per diem?",
+     ["Who approves travel for contractors and what is the per diem"]),
     # the same part twice is asked once
     ("Who approves travel? Who approves travel?", ["Who approves travel"]),
 ])
