@@ -1,4 +1,4 @@
-"""Runs on the agentic path over the four handbooks (issue 15): multi-part questions' p50 and steps per run,
+"""Runs on the agentic path over the four handbooks: multi-part questions' p50 and steps per run,
 parallel against sequential step execution, and single-shot through a run against `ask` directly.
 
 The multi-part questions join two answerable questions of one tenant from the paraphrase set

@@ -1,4 +1,4 @@
-"""Per-stage latency of one `ask` on the 18F handbook tenant (issue 3): real MiniLM on one torch thread,
+"""Per-stage latency of one `ask` on the 18F handbook tenant: real MiniLM on one torch thread,
 extractive generator, no reranker. Ingests the handbook once into benchmarks/out/ask-latency (later
 runs reuse it; `--home DIR` uses another home, e.g. one `citadel eval rag` built), asks 8 questions
 twice after a warm-up, and prints the median of each stage in ms. The stages are the ones `ask`
@@ -42,7 +42,7 @@ def main() -> None:
     wiring = Wiring(config)
     report = wiring.ingestor().ingest(TENANT, discover([CORPUS]), AclSpec.from_groups(["*"]))
     principal = Principal(TENANT, "latency-bench", frozenset())
-    # Both gates side by side in one run (issue 13): the hand-set default and the calibrated one.
+    # Both gates side by side in one run: the hand-set default and the calibrated one.
     services = {"thresholds": wiring.answer_service,
                 "calibrated": Wiring(config.model_copy(update={"answer": config.answer.model_copy(
                     update={"gate": "calibrated"})})).answer_service}

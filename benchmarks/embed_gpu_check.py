@@ -1,4 +1,4 @@
-"""GPU check of the ingestion embed stage (issue 4): chunks/s of `EmbedStage` on CUDA in fp16 against
+"""GPU check of the ingestion embed stage: chunks/s of `EmbedStage` on CUDA in fp16 against
 the raw fp16 forward rate of the same model (all-MiniLM-L6-v2) on the same texts. Goal: ≥ 60%.
 
 - raw fp16 forward: texts tokenized beforehand (not timed), length-sorted batches already on the GPU,

@@ -1,4 +1,4 @@
-"""The paraphrase set's outcomes and the trade-off over confirmation operating points (issue 26).
+"""The paraphrase set's outcomes and the trade-off over confirmation operating points.
 
 Answers every item of one split on a home built by `citadel eval rag` (the four handbook tenants,
 real MiniLM), writes each item's outcome, citations and what the confirmation read, and computes the

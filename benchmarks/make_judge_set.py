@@ -1,4 +1,4 @@
-"""The claim set for judging the judge (issue 28, DESIGN.md §11): claims from real answers, each with
+"""The claim set for judging the judge (DESIGN.md §11): claims from real answers, each with
 the text of the source it cites, for two annotators to label supported / not_supported.
 
 Answers come from the real pipeline (MiniLM embedder, the trained reader confirming, the extractive

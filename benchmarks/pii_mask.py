@@ -1,4 +1,4 @@
-"""What masking personal data costs per span (issue 27, item 5): the p50 and p99 of preparing one
+"""What masking personal data costs per span: the p50 and p99 of preparing one
 span's attributes as `citadel.tracing.emit_span` does (bounded, card numbers and secrets redacted,
 personal data masked), against the same without the mask.
 

@@ -1,4 +1,4 @@
-"""The reader stage's cost (issue 26): p50 of rescoring 8 / 30 / 50 real handbook passages, torch fp32
+"""The reader stage's cost: p50 of rescoring 8 / 30 / 50 real handbook passages, torch fp32
 against ONNX Runtime int8, side by side in one run; the resident memory each runtime adds; the
 artefact's size; and the p50 of a whole `ask` with the reader (rerank + confirm + quotes) against
 without it, on the same home.

@@ -1,4 +1,4 @@
-"""SciFact nDCG@10 with the reader reranker against hybrid alone (issue 26), side by side in one run.
+"""SciFact nDCG@10 with the reader reranker against hybrid alone, side by side in one run.
 
 Indexes SciFact (../shared/data/beir_scifact) once into a home with real MiniLM, takes each query's
 fused top `--depth` documents with their fused scores, scores them with the reader once, and computes

@@ -1,4 +1,4 @@
-"""What the agentic path's guards cost per run (issue 27): the planted-instruction screen on a run's
+"""What the agentic path's guards cost per run: the planted-instruction screen on a run's
 passages and sections, the links policy on its answer, and the personal-data mask on its spans, each
 timed inside real runs, beside the run's total (goal: < 5% of a run, on 2 cores).
 

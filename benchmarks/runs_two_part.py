@@ -1,4 +1,4 @@
-"""How runs end on two-part questions (issue 26; the set and its judging: citadel/eval/runs_parts.py): each part asserted with its section cited, or named
+"""How runs end on two-part questions (the set and its judging: citadel/eval/runs_parts.py): each part asserted with its section cited, or named
 as not confirmed with its closest evidence, and never an answer asserted from an unrelated section.
 
 Pairs two answerable items of one tenant from the paraphrase set's **test** split

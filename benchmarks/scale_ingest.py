@@ -1,4 +1,4 @@
-"""Scale run of the Ray Data ingestion pipeline (issue 4): ≥1M synthetic chunks over ≥1,000 tenants,
+"""Scale run of the Ray Data ingestion pipeline: ≥1M synthetic chunks over ≥1,000 tenants,
 with hot (HNSW), cold (DiskANN) and tiny (exact) tenants all present, on a local Ray instance.
 
 Vectors come from the fast deterministic hash embedder (same 384 dimensions as MiniLM): the real model

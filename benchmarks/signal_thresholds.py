@@ -1,4 +1,4 @@
-"""Where the signals' thresholds sit (issue 28 item 6): `signals.rephrase_min_similarity` and
+"""Where the signals' thresholds sit: `signals.rephrase_min_similarity` and
 `signals.low_best_score`.
 
 **Rephrase.**

@@ -1,4 +1,4 @@
-"""What the claim verifier (citadel/quality/verifier.py, issue 28) costs per answer, beside the answer's
+"""What the claim verifier (citadel/quality/verifier.py) costs per answer, beside the answer's
 total, and where its judge threshold sits.
 
 Asks the paraphrase set's dev split (never its test split) on a home holding the four handbook tenants

@@ -1,5 +1,5 @@
 """A run's spend (DESIGN.md §10, stopping rule 2): tokens of prompts and outputs, and their estimated cost,
-charged to the user's daily budget as they are spent (issue 27 item 2: runs are budgeted like answers).
+charged to the user's daily budget as they are spent (runs are budgeted like answers).
 
 Tokens are counted with the same cheap counter chunking uses (words and punctuation marks), or the
 server's own `usage` when a model reports one. The meter is shared by the steps of a round running

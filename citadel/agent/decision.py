@@ -1,4 +1,4 @@
-"""Whether the case meets the rule (DESIGN.md §10, issue 28 item 9): a decision, not a list of facts.
+"""Whether the case meets the rule (DESIGN.md §10): a decision, not a list of facts.
 
 "Acme renews next month. Are they eligible for the multi-year discount?" is answered first with the
 verdict and the comparisons behind it, computed here by code from the numbered sources of the

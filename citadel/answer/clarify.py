@@ -1,4 +1,4 @@
-"""Clarifying questions (issue 13): what the service says when the evidence is weak but present.
+"""Clarifying questions: what the service says when the evidence is weak but present.
 
 The calibrated gate's middle band, and a question too short to name a fact ("leave?", ""), get a
 short question back instead of a guess: it names the sections the retrieval found (the user may read

@@ -20,14 +20,14 @@ from citadel.reader.quote import ScoredSentence, scored_sentences
 
 @dataclass(frozen=True)
 class ConfirmSettings:
-    """Chosen on the paraphrase dev split (docs/benchmarks.md, issue 26)."""
+    """Chosen on the paraphrase dev split (docs/benchmarks.md)."""
 
     # Two ways to confirm a slot-holding sentence. The reader alone: its probability and the subject's
     # share must both be high. With the coverage gate passed (the top passages hold the question's own
     # words): a sentence holding the asked slot suffices. Asking a subject share there too keeps more
     # near-topic questions unasserted on the dev split (0.66 → 0.80 at 0.3), but the regression set's
     # answerable questions then end not_confirmed often enough to take its refusal precision under its
-    # 0.9 floor (0.87 at 0.3, 0.90 at 0.25, 0.925 at 0): docs/benchmarks.md, issue 26.
+    # 0.9 floor (0.87 at 0.3, 0.90 at 0.25, 0.925 at 0): docs/benchmarks.md.
     min_probability: float = 0.5
     min_subject_share: float = 0.5
     min_probability_gated: float = 0.0
@@ -109,7 +109,7 @@ def _what(described: str) -> str:
 def not_confirmed_reply(slot: AskedSlot, closest: ScoredSentence | None, numbers: Sequence[int],
                         quote: str | None = None) -> str:
     """Asserts nothing: says what could not be confirmed, quotes the closest sentence with its marker,
-    points to the other closest sections, and offers a person (seed 002)."""
+    points to the other closest sections, and offers a person."""
     parts = [f"The documents I can see don't state {_what(describe(slot))}."]
     if closest is not None:
         parts.append(f'The closest is: "{quote or closest.text}" [{closest.source_number}].')

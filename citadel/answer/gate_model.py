@@ -1,4 +1,4 @@
-"""The calibrated confidence gate (issue 13): answer, clarify or refuse from several signals at once.
+"""The calibrated confidence gate: answer, clarify or refuse from several signals at once.
 
 Hand thresholds on lexical coverage refused paraphrased questions whose answer sat at rank 1: "how
 much vacation do I get?" shares no word with "Annual leave". The calibrated gate reads all of the
@@ -17,7 +17,7 @@ Scoring is a dot product: no scikit-learn on the request path.
 
 It is not the default (`answer.gate: calibrated` turns it on): fitted on the paraphrase set's dev
 split its signals barely told answerable questions from near-topic ones, and it cost the regression
-set most of its answers (docs/benchmarks.md, issue 13).
+set most of its answers (docs/benchmarks.md).
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 Employees ask with the acronym ("how much PTO do I get?") where the handbook spells it out ("paid
 time off"), or the other way round; the gate's lexical coverage then misses the section that
-answers (issue #13, item 4). Handbooks define their acronyms in two shapes, "Long Form Words (LFW)"
+answers. Handbooks define their acronyms in two shapes, "Long Form Words (LFW)"
 and "LFW (Long Form Words)", so the definitions are mined from the published segment itself, per
 tenant: no global list can know a tenant's "COR" or "VLTP", and a global list would be wrong for a
 tenant whose "CO" is not a Contracting Officer.
