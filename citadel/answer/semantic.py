@@ -1,4 +1,4 @@
-"""Semantic support through the embedder (issue 13): a question's words matched to evidence by meaning.
+"""Semantic support through the embedder: a question's words matched to evidence by meaning.
 
 A paraphrased question ("how much vacation do I get?") shares few words with the passage that
 answers it ("Annual leave ... 4 hours per pay period"), so lexical coverage alone calls it

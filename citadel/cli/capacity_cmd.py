@@ -22,7 +22,7 @@ console = Console()
 
 DEFAULT_RATES_PATH = Path("var/capacity-rates.yaml")
 DEFAULT_MODEL_PATH = Path("var/capacity-model.yaml")
-P95_TOLERANCE_PCT = 25.0  # issue 17: predicted p95 within 25% of measured after calibration
+P95_TOLERANCE_PCT = 25.0  # predicted p95 within 25% of measured after calibration
 
 
 def _finite(value: Any) -> Any:

@@ -336,7 +336,7 @@ def _first_sentence(final: dict) -> str:
 
 
 def _approval(api: ApiClient, sales: User) -> None:
-    """Issue 16's running example: the run proposes a discount approval (T2), parks, and a deal-desk
+    """The running example: the run proposes a discount approval (T2), parks, and a deal-desk
     reviewer decides; the example CRM holds the record the answer names."""
     question = ("Acme renews next month. Are they eligible for the multi-year discount? "
                 "Propose 12% for 24 months.")

@@ -1,4 +1,4 @@
-"""`citadel tools list|pause|resume` and `citadel approvals list|decide` (DESIGN.md §10, issue 16 item 9).
+"""`citadel tools list|pause|resume` and `citadel approvals list|decide` (DESIGN.md §10).
 
 Both act on this home's files, as the other operator commands do: the pause switch's SQLite file
 (every serving process sees a pause on its next call, no restart) and the approval store. A decision

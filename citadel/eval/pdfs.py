@@ -1,4 +1,4 @@
-"""Page citations on real PDFs (issue 3, item 9): does the answer cite the evidence page?
+"""Page citations on real PDFs: does the answer cite the evidence page?
 
 The six SEC filings in `../shared/data/pdfs` are ingested as one tenant through the normal path (one
 section per page, so every chunk carries its 1-based page). Each of the 13 questions in

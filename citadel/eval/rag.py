@@ -1,4 +1,4 @@
-"""`citadel eval rag`: answer quality over the labeled regression set (issue 3, item 8).
+"""`citadel eval rag`: answer quality over the labeled regression set.
 
 The four handbooks in `../shared/data/corpora` are loaded as four tenants (`18f`, `civicactions`,
 `sourcegraph`, `github`), each directory ingested as its root with the tenant-wide group, then a small
@@ -22,7 +22,7 @@ plus `items`, a per-category breakdown and the failures. Items may also name `ex
 (all must appear in the answer; "a|b" accepts either): `answer_accuracy` is the share of answerable
 items whose answer contains them, a stricter check than a right citation (reported, not gated).
 
-Retrieval is judged on its own from the labels (issue 28): `recall_at_8`, `recall_at_50`,
+Retrieval is judged on its own from the labels: `recall_at_8`, `recall_at_50`,
 `precision_at_8` and `mrr`, means over the answerable items (see `retrieval_scores`).
 """
 
@@ -43,7 +43,7 @@ REPO = Path(__file__).resolve().parents[2]
 SHARED_DATA = (REPO / ".." / "shared" / "data").resolve()
 DEFAULT_SET = REPO / "tests" / "regression" / "rag_set.jsonl"
 DEFAULT_OVERLAY = REPO / "tests" / "regression" / "overlay"
-PARAPHRASE_SET = REPO / "tests" / "regression" / "paraphrase"  # issue 13: how employees ask; dev and test splits
+PARAPHRASE_SET = REPO / "tests" / "regression" / "paraphrase"  # how employees ask; dev and test splits
 TENANT_CORPORA = {
     "18f": "18f-handbook",
     "civicactions": "civicactions-handbook",
@@ -570,7 +570,7 @@ def _ratio(numerator: float, denominator: float, empty: float = 1.0) -> float:
 
 
 def honest_middle(results: Sequence[ItemResult]) -> dict[str, Any]:
-    """The three outcomes' figures (issue 26): answerable items asserted with the expected section
+    """The three outcomes' figures: answerable items asserted with the expected section
     cited; the expected facts present among asserted answers; unanswerable items not asserted; and the
     expected section offered at all (asserted or as the closest evidence of a not-confirmed reply)."""
     answerable = [r for r in results if r.item.answerable]
@@ -693,7 +693,7 @@ def format_table(report: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-# CI thresholds (issue 3 acceptance): the regression test and `eval rag --strict` fail below them.
+# CI thresholds: the regression test and `eval rag --strict` fail below them.
 THRESHOLDS = {"citation_accuracy": 0.9, "refusal_precision": 0.9, "refusal_recall": 0.9}
 MAX_LEAKS = 0
 
@@ -757,8 +757,8 @@ def label_problems(items: Sequence[RagItem], sections: dict[str, dict[str, list[
 
 
 # ------------------------------------------------------------------------------ the paraphrase set's floors
-# Measured on its test split with the reader and the confirmation at their defaults (issue 26,
-# docs/benchmarks.md): a regression guard, raised when the numbers rise. The issue's targets are
+# Measured on its test split with the reader and the confirmation at their defaults
+# (docs/benchmarks.md): a regression guard, raised when the numbers rise. The targets are
 # 0.85 / 0.5 / 0.7 / 0.85.
 HONEST_MIDDLE = ("unanswerable_not_asserted", "asserted_with_section_cited", "fact_in_asserted", "section_offered")
 # Measured on the test split at the defaults (2026-12-05): 0.659 / 0.269 / 0.667 / 0.706.
@@ -780,7 +780,7 @@ def paraphrase_floor_failures(report: dict[str, Any]) -> list[str]:
 
 
 # ------------------------------------------------------------------------------ retrieval floors
-# Measured with MiniLM on the four handbook tenants, reranker none (issue 28, docs/benchmarks.md),
+# Measured with MiniLM on the four handbook tenants, reranker none (docs/benchmarks.md),
 # set a little below: a regression guard on what retrieval finds, whatever the answer stage does.
 # Regression set (2026-12-05): recall@8 1.0, recall@50 1.0, precision@8 0.316, MRR 0.963.
 RETRIEVAL_FLOORS = {"recall_at_8": 0.97, "recall_at_50": 0.98, "precision_at_8": 0.29, "mrr": 0.93}

@@ -1,4 +1,4 @@
-"""`citadel eval router`: which path messages take, over a labeled set (issue 28, item 10).
+"""`citadel eval router`: which path messages take, over a labeled set.
 
 Each line of the set (default `tests/regression/router/messages.jsonl`) is a message, its `label`
 (single_question, multi_part, bare_action, question_plus_action, chit_chat) and the `path` a run

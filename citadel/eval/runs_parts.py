@@ -1,4 +1,4 @@
-"""The runs' multi-part set (issue 26): two-part questions through a run, judged part by part.
+"""The runs' multi-part set: two-part questions through a run, judged part by part.
 
 Pairs two answerable items of one tenant from the paraphrase set's **test** split
 (tests/regression/paraphrase) whose expected documents differ, in a fixed order (file order, each item

@@ -1,4 +1,4 @@
-"""Refusal on SQuAD 2.0 (issue 3 acceptance): does Citadel refuse the unanswerable questions?
+"""Refusal on SQuAD 2.0: does Citadel refuse the unanswerable questions?
 
 Each SQuAD article becomes one document of a tenant, its paragraphs sections under the article title
 (one paragraph = one section, so parent-section expansion hands the generator the paragraph). A seeded

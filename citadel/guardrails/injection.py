@@ -409,7 +409,7 @@ STRONG_RULES = compile_all("guardrails.injection.strong", {
         "decode", "interlace", "combine", "concatenate", "join", "assume we have", "part 1",
     ),
     # A message written in Morse code, binary or hex bytes.
-    # (Its old single pattern cost k^7 on a run of k newlines between symbols: issue #12.)
+    # (Its old single pattern cost k^7 on a run of k newlines between symbols.)
     "encoded_sequence": CodeCheck(lambda text: _encoded_sequence(text)),
     # Code meant to be pasted into the assistant's output (BIPIA code attacks).
     "code_insertion": with_needles(

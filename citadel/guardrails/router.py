@@ -24,7 +24,7 @@ from citadel.guardrails.injection import InjectionDetector
 DEFAULT_MAX_QUESTION_CHARS = 2_000
 
 # The reason of every clarifying question: the router's for an empty question, the answer path's
-# (citadel/answer/clarify.py) for one naming no fact or matching only weakly (issue 13).
+# (citadel/answer/clarify.py) for one naming no fact or matching only weakly.
 NEEDS_CLARIFICATION = "needs_clarification"
 EMPTY_QUESTION = NEEDS_CLARIFICATION
 QUESTION_TOO_LONG = "question_too_long"

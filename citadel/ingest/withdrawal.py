@@ -1,4 +1,4 @@
-"""Withdrawing a document deletes it (DESIGN.md §3; issue 27).
+"""Withdrawing a document deletes it (DESIGN.md §3).
 
 Eligibility goes first, then the copies, so no query sees the document in between:
 1. the catalog marks it withdrawn (audited): from here on no retrieval, no cached answer (a hit is

@@ -1,4 +1,4 @@
-"""Where a document's rows sit in a tenant's segments, for deleting them on withdrawal (issue 27).
+"""Where a document's rows sit in a tenant's segments, for deleting them on withdrawal.
 
 A withdrawn document is excluded at query time through the catalog at once; deleting its rows takes
 a publish that no longer holds them (citadel.ingest.local.Ingestor.expunge): a new delta when the rows

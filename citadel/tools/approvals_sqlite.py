@@ -1,4 +1,4 @@
-"""SQLite approvals (DESIGN.md §10, issue 16 item 4): the durable default, shared by the processes of one machine.
+"""SQLite approvals (DESIGN.md §10): the durable default, shared by the processes of one machine.
 
 One table, `approvals`, in its own file (`config.home / "approvals.sqlite"`, see `make_approval_store`),
 opened with the state files' helper (`SQLiteFile`, citadel/state/sqlite_file.py: WAL, a busy timeout, `BEGIN IMMEDIATE` writes, every

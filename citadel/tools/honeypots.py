@@ -1,4 +1,4 @@
-"""Reviewer honeypots (DESIGN.md §10, issue 16 item 6): about 1 in 100 approval tasks is a deliberately
+"""Reviewer honeypots (DESIGN.md §10): about 1 in 100 approval tasks is a deliberately
 wrong request, to measure whether reviews are real.
 
 Right after a run requests a real approval, the orchestrator asks `HoneypotPlanter.maybe_plant(real,

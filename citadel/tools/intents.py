@@ -1,4 +1,4 @@
-"""A user's request for an action, read from their own message (issue 16; DESIGN.md §10): the rules
+"""A user's request for an action, read from their own message (DESIGN.md §10): the rules
 planner's way to turn "Propose 12% for 24 months." into a step that names the tool.
 
 Only the user's message is read — never a document, a passage or a tool's reply — so nothing a

@@ -1,4 +1,4 @@
-"""The pause switch (issue 16, item 7): an admin pauses the model or a tool, per tenant or everywhere,
+"""The pause switch: an admin pauses the model or a tool, per tenant or everywhere,
 without a restart. Paused tools refuse with `tool_paused`; everything else keeps working.
 
 A pause names a target — a tool name, or "model" (`MODEL_TARGET`, a name no tool may take) — and a
