@@ -1,4 +1,4 @@
-"""A span per stage, as OpenTelemetry spans (DESIGN.md §4 step 8; issue 17 item 6).
+"""A span per stage, as OpenTelemetry spans (DESIGN.md §4 step 8).
 
 Each stage of a request is one span of one trace whose trace id is the request's id (a uuid4 hex is
 128 bits, a trace id's size; any other id is hashed to one), so the stages a request went through in

@@ -1,4 +1,4 @@
-"""A real multi-node Ray cluster on one machine (issue 17 item 3): `citadel cluster up --nodes N`
+"""A real multi-node Ray cluster on one machine: `citadel cluster up --nodes N`
 starts a head and N-1 worker nodes as separate raylets on 127.0.0.1, each with its own ports, CPUs and
 a custom resource naming it (`citadel_node_head`, `citadel_node_w1`, …; every worker also has
 `citadel_worker`), so work can be placed on, and a drill can kill, one node. `citadel cluster down`

@@ -1,4 +1,4 @@
-"""The policy engine (issue 16, item 3): plain code that decides whether a tool call runs.
+"""The policy engine: plain code that decides whether a tool call runs.
 
 `decide` checks, in this order, and the first failure refuses with its reason:
 

@@ -10,7 +10,7 @@ a system of record, so it is checked harder than JSON Schema requires:
 - `patternProperties` is refused (it would open a closed object by pattern, and jsonschema runs it
   with Python's backtracking `re`); `$ref` must be local (`#...`): nothing is fetched at call time;
 - every `pattern` runs on RE2 (`google-re2`), linear in the input, like every pattern on untrusted
-  text in this project (citadel/regex.py, issue #12); a pattern RE2 cannot compile is refused at load.
+  text in this project (citadel/regex.py); a pattern RE2 cannot compile is refused at load.
 
 Response schemas follow the same rules except "closed": a system may add fields to its responses.
 """

@@ -1,4 +1,4 @@
-"""The candidate test items' admin endpoints (issue 28 item 7; DESIGN.md §11): list a tenant's queue,
+"""The candidate test items' admin endpoints (DESIGN.md §11): list a tenant's queue,
 promote an item with the owner's label, dismiss one (citadel/quality/candidates.py).
 
 Admins only, each within its own tenants (`require_tenant`): a candidate of another tenant is 404 like

@@ -80,7 +80,7 @@ class ApiMetrics:
                                    buckets=(0, 1, 2, 3, 4, 6, 8, 12, 16, 32))
         self.run_latency = Histogram("citadel_run_seconds", "Wall time of a run on this replica, start to final.",
                                      registry=r, buckets=(0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120))
-        # Reviews (issue 16 item 6). `team` is the approval's approver group and `tool` a registered
+        # Reviews. `team` is the approval's approver group and `tool` a registered
         # tool: both from the operator's registry, so bounded.
         self.honeypots = Counter("citadel_honeypots_total", "Honeypot approvals by approver group (team) and "
                                  "outcome: caught (rejected), missed (approved), expired.", ["team", "outcome"],
@@ -90,7 +90,7 @@ class ApiMetrics:
         self.approval_decision_time = Histogram("citadel_approval_decision_seconds", "Seconds from an approval's "
                                                 "request to a person's decision, by tool (real approvals).",
                                                 ["tool"], buckets=DECISION_BUCKETS_S, registry=r)
-        # What the alert rules in cluster/prometheus/ read (issue 17 item 6): request latency per
+        # What the alert rules in cluster/prometheus/ read: request latency per
         # endpoint (the latency SLO), estimated spend per tenant and user (bounded like tenants), and
         # the open dead letters per tenant, read from the catalog at scrape time.
         self.request_latency = Histogram("citadel_request_seconds", "Latency of an API request, by endpoint.",

@@ -1,4 +1,4 @@
-"""The optional webhook a decision calls (issue 16 item 4): the requester's app is not blocked while
+"""The optional webhook a decision calls: the requester's app is not blocked while
 a person decides, and learns of the decision from the run's event — or, when `tools.decision_webhook`
 names a URL, from a POST to it. The body names only ids and the outcome (never arguments or a
 comment): the app reads the rest from the API with its own credentials. Delivery is best effort, off

@@ -1,4 +1,4 @@
-"""The reviewer page in a real browser (issue 16 item 8): headless Chromium signs in once through
+"""The reviewer page in a real browser: headless Chromium signs in once through
 identity headers (as the organisation's portal would add them), keeps the session in an HttpOnly
 cookie, sees the pending discount approval with its diff and evidence, is refused at 20% by the
 limit, edits the term to 36 months and approves; the CRM then holds exactly one approval, for 36

@@ -1,4 +1,4 @@
-"""A bare action request parks for approval, over HTTP (issue 28, item 10): a northwind sales user's
+"""A bare action request parks for approval, over HTTP: a northwind sales user's
 message that only asks for an action, in the documented phrasing, takes the agentic path (the
 router's action rule and the CRM tool's intent both see it) and waits for the deal desk — the rules
 planner, not a scripted one, reads the request from the message. A plain question beside it still

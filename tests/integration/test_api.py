@@ -232,7 +232,7 @@ def test_the_answer_cache_failing_by_injected_fault_fails_open_visibly(tmp_path)
 
 
 def test_empty_and_one_word_questions_get_a_clarifying_question(client, home):
-    """Issue 13, bad input: no 500, no 422, no guess — a question back, naming sections when any matched."""
+    """Bad input: no 500, no 422, no guess — a question back, naming sections when any matched."""
     for question in ("", "   ", "?", "hotel"):
         response = client.post("/v1/answer", json={"question": question}, headers=home.headers())
         assert response.status_code == 200, (question, response.text)
@@ -243,7 +243,7 @@ def test_empty_and_one_word_questions_get_a_clarifying_question(client, home):
 
 
 def test_the_edge_opens_the_request_deadline_for_the_service(client, home):
-    """Issue 14: the deadline is set once, at the HTTP edge, and the service method (on a worker
+    """The deadline is set once, at the HTTP edge, and the service method (on a worker
     thread) finds it; every hop below derives its timeout from it."""
     from citadel.resilience.deadline import current_deadline
 

@@ -1,4 +1,4 @@
-"""Approvals over HTTP (issue 16, item 4), against the example CRM on loopback: a sales user's run
+"""Approvals over HTTP, against the example CRM on loopback: a sales user's run
 proposes a 12% 24-month discount approval for Acme and parks; a deal-desk reviewer sees it, is refused
 at 20% by the limit, edits the term and approves; the run resumes, the CRM holds one approval, and the
 run answers with its id. Bad input: unknown approval 404, a non-member 403, a second decision 409,

@@ -1,4 +1,4 @@
-"""Feedback becomes a test item over HTTP (issue 28 item 7): a user's thumbs-down with a reason queues one
+"""Feedback becomes a test item over HTTP: a user's thumbs-down with a reason queues one
 candidate (once, however often the vote is sent) holding the question and the cited sources but not the
 user; the tenant's admin lists it, promotes it with a label, and `citadel eval candidates export` writes
 a file the regression harness loads. Only an admin of that tenant may list, promote or dismiss."""

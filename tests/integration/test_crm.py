@@ -1,6 +1,6 @@
-"""The example CRM (examples/crm, issue 16 item 2): an external system Citadel's tools call on behalf
+"""The example CRM (examples/crm): an external system Citadel's tools call on behalf
 of a user. In process with a real verifier over a temporary Citadel home (no Ray), called with access
-tokens the example token service's own exchange logic issued (examples/idp, RFC 8693; issue 27): who
+tokens the example token service's own exchange logic issued (examples/idp, RFC 8693): who
 may read and write, one record per external_id even under concurrent calls, 422 for bad input; then
 the launcher really starts a loopback process and leaves nothing behind."""
 

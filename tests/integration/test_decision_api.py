@@ -1,4 +1,4 @@
-"""The running example's decision over HTTP (issue 28 item 9): a Northwind sales user asks "Acme renews
+"""The running example's decision over HTTP: a Northwind sales user asks "Acme renews
 next month. Are they eligible for the multi-year discount?" through the runs API, and the `final`
 event's answer opens with the verdict and its comparisons, each operand cited where it stands and
 each citation the document it came from. With the agreement withdrawn (as `make demo` step 13 does),

@@ -1,4 +1,4 @@
-"""Issue #12, bug 11 over HTTP: a gateway whose embedder is another model (or dimension) than the one
+"""Over HTTP: a gateway whose embedder is another model (or dimension) than the one
 the tenant's segment was built with refuses to search it with a clear 503, never a 500 and never
 similarities across two models."""
 

@@ -1,4 +1,4 @@
-"""The pause switch over HTTP (issue 16, item 7): an admin pauses a tool or the model per tenant or
+"""The pause switch over HTTP: an admin pauses a tool or the model per tenant or
 everywhere, without a restart; a paused tool refuses with `tool_paused`, a paused model answers with
 quotes (`model_paused`), everything else keeps working; a tenant admin cannot pause everywhere."""
 
