@@ -1,4 +1,4 @@
-"""One prompt path over HTTP (issue 28 item 8): /v1/answer with an OpenAI-compatible model server on
+"""One prompt path over HTTP: /v1/answer with an OpenAI-compatible model server on
 127.0.0.1. Every answer's system message is the same bytes whatever the question (the prefix a
 provider caches), the task comes last, and the prompt tokens the server says it served from its
 cache are counted in `citadel_prompt_tokens_total` and kept in the answer log."""

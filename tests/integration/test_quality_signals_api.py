@@ -1,4 +1,4 @@
-"""Signals without labels over HTTP (issue 28 item 6): a rephrase within two minutes is counted in
+"""Signals without labels over HTTP: a rephrase within two minutes is counted in
 GET /metrics and marked in the answer log, a new topic and another user's question are not; votes are
 counted by reason; every answer's best score and verdicts are counted. The clock is moved, never slept."""
 

@@ -1,4 +1,4 @@
-"""The reviewer page at /review (issue 16 item 8) through FastAPI's TestClient: a session cookie made
+"""The reviewer page at /review through FastAPI's TestClient: a session cookie made
 from a verified user context (HttpOnly, SameSite=Strict, no credential in any URL), CSRF-protected
 forms, the policy engine's refusals shown as pages (never a 500), and every value escaped.
 

@@ -1,4 +1,4 @@
-"""Review tasks for failed checks on answers (issue 16 item 5), over HTTP: two versions of a policy
+"""Review tasks for failed checks on answers, over HTTP: two versions of a policy
 disagree and no reliable effective date says which applies, so the answer is held — `202
 review_pending` on /v1/answer, a `review_pending` event on a run — and a task goes to the documents'
 owner. The owner fixes the source (dates) and marks it corrected: asked again, every check runs again

@@ -1,4 +1,4 @@
-"""The runs API over HTTP (issue 15, fused in-process services, no Ray): conversations scoped to their
+"""The runs API over HTTP (fused in-process services, no Ray): conversations scoped to their
 user, a message starting a run, its events as JSON and as Server-Sent Events replayed from any seq,
 cancellation, feedback stored with the cited versions, and clear errors for bad input."""
 

@@ -1,6 +1,6 @@
-"""Tools that act, over HTTP against the example CRM on loopback (issue 16, items 1-3 and 7): a run's
+"""Tools that act, over HTTP against the example CRM on loopback: a run's
 steps call `crm.*` as the run's user (with access tokens the example token service issues from the
-run's delegation, issue 27), each call decided by the policy engine just before it runs and
+run's delegation), each call decided by the policy engine just before it runs and
 carrying an idempotency key derived from run and step; a crash after the CRM made the record and before
 the step was recorded repeats the call with the same key and the CRM holds one record."""
 

@@ -1,5 +1,5 @@
-"""`citadel tools list|pause|resume` and `citadel approvals list|decide` on a home's files (issue 16,
-item 9): a pause the CLI sets is seen by the serving side's pause switch; a decision taken in the CLI is
+"""`citadel tools list|pause|resume` and `citadel approvals list|decide` on a home's files:
+a pause the CLI sets is seen by the serving side's pause switch; a decision taken in the CLI is
 checked by the policy engine (the limit), recorded once, and the run is driven to its end."""
 
 from __future__ import annotations

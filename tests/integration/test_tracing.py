@@ -1,4 +1,4 @@
-"""OpenTelemetry spans (issue 17 item 6): a trace of one answer holds every stage as a span, all of
+"""OpenTelemetry spans: a trace of one answer holds every stage as a span, all of
 the request's trace (the request id is the trace id), the stages that return chunks naming them."""
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The example deployment's tool side on loopback, for tests: the users' token service (examples/idp)
 and the CRM (examples/crm), started for a home and stopped after; and what the runs service does when
-a message starts a run — the user's own context exchanged for the run's delegation (issue 27)."""
+a message starts a run — the user's own context exchanged for the run's delegation."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Issue 17 items 3-4 together: a multi-node Ray cluster on one machine (`citadel cluster up`) with the
+"""A multi-node Ray cluster on one machine (`citadel cluster up`) with the
 Postgres catalog every node shares and the partitions on a directory every node sees (the home).
 Ingestion runs on the cluster through `--address`, then the app is served on the same cluster as
 `citadel up --address` serves it; a signed-in Acme user's retrieve and answer come back with passages

@@ -1,4 +1,4 @@
-"""The Ray Data pipeline against the in-process path, re-runs, tiers, dead letters (issue 4)."""
+"""The Ray Data pipeline against the in-process path, re-runs, tiers, dead letters."""
 
 from __future__ import annotations
 

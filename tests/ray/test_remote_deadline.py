@@ -1,4 +1,4 @@
-"""Issue 14: a stage in another deployment receives the request's deadline with every call and the
+"""A stage in another deployment receives the request's deadline with every call and the
 caller waits no longer than what is left (serving/ray/remote.py, with a fake Serve handle: no Ray)."""
 
 from __future__ import annotations

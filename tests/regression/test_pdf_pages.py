@@ -1,4 +1,4 @@
-"""Page citations on the six SEC filings (issue 3, item 9): the cited page must be the evidence page.
+"""Page citations on the six SEC filings: the cited page must be the evidence page.
 
 `questions_for_sample_pdfs.json` gives ZERO-based page indexes; Citadel's chunk pages are 1-based.
 The slow test ingests the PDFs with the REAL MiniLM embedder and the extractive generator and counts the
@@ -32,7 +32,7 @@ from citadel.eval import pdfs
 # answer ("top line" → "comparable sales growth ... Entertainment") shares no words with the
 # question, and two whose evidence page is not retrieved at all (a balance sheet ranked past 50 in
 # both legs; a question that names no company). These floors guard the measured state.
-# Issue 12 (bug 10) sized chunks by MiniLM's own 256-wordpiece window, header included (before, a
+# Chunks are sized by MiniLM's own 256-wordpiece window, header included (before, a
 # chunk's tail past 256 wordpieces was never embedded); with the smaller chunks two questions moved
 # from a hit to a neighbouring page while their evidence stayed retrieved (AMCOR's real sales growth:
 # evidence passage 5 -> 7, cited p.2 instead of p.10; Best Buy's store count: evidence passage 1 -> 2,

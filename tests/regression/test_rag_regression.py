@@ -1,4 +1,4 @@
-"""The labeled RAG regression set (issue 3, item 8) and its CI thresholds.
+"""The labeled RAG regression set and its CI thresholds.
 
 The fast tests check the set itself and the metric arithmetic. The slow test loads the four handbooks
 as four tenants plus the overlay into a fresh home with the REAL MiniLM embedder and the deterministic
@@ -181,7 +181,7 @@ def rag_report(rag_runtime):
 
 @pytest.fixture(scope="module")
 def paraphrase_report(rag_runtime):
-    """The test split of the paraphrase set (issue 13), evaluated stage by stage."""
+    """The test split of the paraphrase set, evaluated stage by stage."""
     report = rag.run(rag_runtime, rag.PARAPHRASE_SET, rag.SHARED_DATA, rag.DEFAULT_OVERLAY, split="test",
                      by_stage=True)
     print(rag.format_stage_table(report["stages"]))
@@ -192,7 +192,7 @@ def paraphrase_report(rag_runtime):
 @pytest.mark.slow
 @pytest.mark.model
 def test_paraphrase_test_split_holds_its_floors(paraphrase_report):
-    """The three outcomes on the test split with the trained reader (issue 26): unanswerables not
+    """The three outcomes on the test split with the trained reader: unanswerables not
     asserted, answers asserted with the expected section cited, the expected fact in asserted answers,
     and the expected section offered at all. The issue's targets (0.85 / 0.5 / 0.7 / 0.85) are not met on
     CPU (docs/benchmarks.md): these floors are the measured level, so a change that loses paraphrased
@@ -204,7 +204,7 @@ def test_paraphrase_test_split_holds_its_floors(paraphrase_report):
 @pytest.mark.slow
 @pytest.mark.model
 def test_paraphrase_test_split_retrieval_holds_its_floors(paraphrase_report):
-    """Retrieval judged by the labels on questions in users' own words (issue 28): where the answer
+    """Retrieval judged by the labels on questions in users' own words: where the answer
     stage loses most of these items, this says how many retrieval had already lost."""
     figures = {key: paraphrase_report[key] for key in (*rag.RETRIEVAL, "retrieval_items")}
     assert not rag.retrieval_floor_failures(paraphrase_report, rag.PARAPHRASE_RETRIEVAL_FLOORS), figures
@@ -220,7 +220,7 @@ def test_rag_regression_meets_thresholds(rag_report):
 @pytest.mark.slow
 @pytest.mark.model
 def test_rag_regression_retrieval_holds_its_floors(rag_report):
-    """What retrieval finds, judged by the labels alone (issue 28): the expected section in the top 8
+    """What retrieval finds, judged by the labels alone: the expected section in the top 8
     and the 50 candidates, how much of the top 8 it fills, and how high it ranks."""
     figures = {key: rag_report[key] for key in (*rag.RETRIEVAL, "retrieval_items")}
     assert not rag.retrieval_floor_failures(rag_report), figures

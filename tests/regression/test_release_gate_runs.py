@@ -1,4 +1,4 @@
-"""The release gate on real answers (issue 28 item 4): the four handbook tenants with MiniLM, the
+"""The release gate on real answers: the four handbook tenants with MiniLM, the
 regression set's items answered by two bundles, and the verdict.
 
 - An unchanged candidate passes (the extractive generator, the session's configuration).

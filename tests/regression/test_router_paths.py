@@ -1,4 +1,4 @@
-"""The router's paths on a labeled set of messages (issue 28, item 10): a request for an action,
+"""The router's paths on a labeled set of messages: a request for an action,
 bare or after a question, takes the agentic path; plain questions keep the single-shot path; small
 talk gets the router's fixed reply. `citadel eval router` prints the same table."""
 

@@ -1,4 +1,4 @@
-"""Minting for the identity and admin-scope tests of issue #12 (holes 2 and 4).
+"""Minting for the identity and admin-scope tests.
 
 The tests drive the FastAPI app through the public entry points. These helpers create credentials
 and keys through whatever the code under test offers, so the same test file also runs on the code

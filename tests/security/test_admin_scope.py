@@ -1,4 +1,4 @@
-"""Issue #12, hole 4: admin credentials were global.
+"""Admin credentials act only in their own tenants, never globally.
 
 Before: any admin credential could upload, withdraw and set ACLs in every tenant, read every tenant's
 jobs, and inject faults. Now a tenant admin acts only in its listed tenants (403 `tenant_not_allowed`

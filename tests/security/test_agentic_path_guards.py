@@ -1,4 +1,4 @@
-"""The agentic path guarded like the single-shot one (issue 27 items 1-3), over HTTP (fused, no Ray):
+"""The agentic path guarded like the single-shot one, over HTTP (fused, no Ray):
 a run's search steps drop planted instructions and say so, runs are charged to the user's daily
 budget, and no answer, token or final event carries an exfiltration link or image."""
 
