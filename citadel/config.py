@@ -655,7 +655,7 @@ class ToolsConfig(_Section):
                                                         "approval or review task is decided or expires; None: none.")
     review_group: str = Field("knowledge-owners", min_length=1, max_length=256,
                               description="Who reviews a failed check when no document owner or tool approver "
-                                          "group is named (citadel/tools/reviews.py).")
+                                          "group is named (citadel/reviews/tasks.py).")
     review_expire_after_s: float = Field(7 * 86_400.0, gt=0, description="A review task not decided in this "
                                          "time expires: the held answer or action is not given.")
 

@@ -341,7 +341,7 @@ class Wiring:
     @cached_property
     def suspicious_content(self):
         """Tells a document's owner, once per version, that the screen dropped one of its passages."""
-        from citadel.tools.reviews import ReviewPolicy, SuspiciousContentReporter
+        from citadel.reviews.tasks import ReviewPolicy, SuspiciousContentReporter
 
         return SuspiciousContentReporter(self.approval_store, self.catalog, ReviewPolicy.from_config(self.config.tools),
                                          self.clock or time.time)
@@ -459,8 +459,8 @@ class Wiring:
         environment; unarmed it costs one environment lookup per step."""
         from citadel.agent.orchestrator import build_orchestrator
         from citadel.resilience.crash_points import after_step
+        from citadel.reviews.tasks import ReviewPolicy
         from citadel.tools.honeypots import HoneypotPlanter
-        from citadel.tools.reviews import ReviewPolicy
 
         options.setdefault("after_step", after_step)
         options.setdefault("memory", self.conversation_memory)

@@ -3,7 +3,7 @@ answer leaves, asked once, told to the client, and read back when the run is res
 
 A T2 call waits for its approver group (`approval_required`); a step's failed check (an action out
 of scope, an invalid tool response) and an answer's (conflicting versions with no reliable date, a
-missing reference) become review tasks (`review_pending`, citadel/tools/reviews.py). Either way the
+missing reference) become review tasks (`review_pending`, citadel/reviews/tasks.py). Either way the
 step stays unrecorded and the run parks until the decision restarts it; the tasks live in the
 approval store, which is also what the restarted run reads. Without a store nothing waits: a T2 call
 fails its step and answers go out unchecked by a person.
@@ -15,18 +15,19 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from citadel.agent.checks import answer_check, single_shot_verdict
-from citadel.agent.evidence import EvidenceSet, evidence_lines, gathered
+from citadel.agent.evidence import EvidenceSet, gathered
 from citadel.agent.journal import RunJournal, RunState
 from citadel.agent.plan import Step
 from citadel.agent.records import UNSET, ApprovalRecord, RecordKey, StepOutcome, StepResult
 from citadel.errors import ApprovalRequired
+from citadel.reviews.checks import answer_check, single_shot_verdict
+from citadel.reviews.evidence import evidence_lines
+from citadel.reviews.tasks import (GO, MAX_REVIEW_ROUNDS, FailedCheck, ReviewPolicy, ReviewReason, Verdict, held_body,
+                                   latest_review, request_review, settle)
 from citadel.state.runs import EventType
 from citadel.tools.approvals import Approval, ApprovalStatus, ApprovalStore
 from citadel.tools.honeypots import HoneypotPlanter
 from citadel.tools.registry import ToolRefused, ToolRegistry
-from citadel.tools.reviews import (GO, MAX_REVIEW_ROUNDS, FailedCheck, ReviewPolicy, ReviewReason, Verdict,
-                                   held_body, latest_review, request_review, settle)
 from citadel.tools.spec import RiskTier
 from citadel.types import Passage
 
@@ -160,7 +161,7 @@ class ApprovalFlow:
         return approval
 
     def _await_review(self, state: RunState, step: Step, result: StepResult) -> None:
-        """A step's failed check goes to a person (citadel/tools/reviews.py): the task (once per round),
+        """A step's failed check goes to a person (citadel/reviews/tasks.py): the task (once per round),
         and a `review_pending` event; the step stays unrecorded until the task is decided."""
         task = self.approvals.get(result.review_id) if result.review_id is not UNSET else None
         if task is None:
@@ -199,7 +200,7 @@ class ApprovalFlow:
     def answer_verdict(self, state: RunState, evidence: EvidenceSet, passages: list[Passage],
                        conflicts: list[dict[str, Any]], record, invalid_markers: int) -> Verdict:
         """Whether the synthesised answer (an AnswerRecord) goes out, waits for a review, or was
-        closed by one (citadel/tools/reviews.py)."""
+        closed by one (citadel/reviews/tasks.py)."""
         if self.approvals is None or record.refused:
             return Verdict(GO)
         cited = [c["document_id"] for c in record.citations]

@@ -2,36 +2,32 @@
 
 Owns the evidence a run gathers across steps: passages kept in the run store as plain records (a
 resumed run rebuilds them from the log), which parts of the plan's `done_when` checklist they cover,
-the rule that lets a round skip reflection, and version conflicts among them resolved from catalog
-metadata. Coverage reuses the gate's own helpers (IDF-weighted terms, one passage at a time, since
+and the rule that lets a round skip reflection. Coverage reuses the gate's own helpers (IDF-weighted terms, one passage at a time, since
 an answer is quoted from one place), so the loop and the single-shot gate agree on "covered".
 
-Conflicts are found as the single-shot path finds them (citadel/answer/conflicts.py) and then
-resolved only by reliable metadata: a published document over one that is not; an explicit
-`supersedes`; the later of two effective dates that are both already in force (a dated policy for
-next year is not yet the rule). A pair those rules cannot order is reported unresolved. A superseded
-version is retired at publish and never reaches the evidence, so the catalog's `supersedes` is read
-too: a document in the evidence that names a predecessor the user could read is reported as a
-conflict resolved to itself (the caller adds the predecessor's record, `predecessor_ids`).
+Version conflicts among the evidence are found and resolved in citadel/answer/conflicts.py, as on the
+single-shot path: only by reliable metadata (a published document over one that is not; an explicit
+`supersedes`; the later of two effective dates that are both already in force). A superseded version
+is retired at publish and never reaches the evidence, so the catalog's `supersedes` is read too (the
+caller adds the predecessor's record, `predecessor_ids`). The lines of evidence a reviewer reads are
+citadel/reviews/evidence.py.
 """
 
 from __future__ import annotations
 
-import datetime
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, fields
 from typing import Any
 
 from citadel.agent.budget import TokenMeter
 from citadel.agent.criteria import CriterionCheck, criteria_checks, open_checks
-from citadel.agent.plan import MAX_DETAIL_CHARS, SEARCH
+from citadel.agent.plan import SEARCH
 from citadel.agent.records import succeeded
-from citadel.answer.conflicts import EFFECTIVE_DATES, SUPERSEDES, Conflict, detect_conflicts
+from citadel.answer.conflicts import predecessor_ids
 from citadel.answer.gate import TermIdf, passage_terms, term_idf, weighted_coverage
-from citadel.answer.text import STOPWORDS, content_terms, split_sentences, stem, words_of
+from citadel.answer.text import STOPWORDS, content_terms, stem, words_of
 from citadel.catalog.base import DocumentRecord
 from citadel.chunking import count_tokens
-from citadel.prompting.source import Source
 from citadel.types import Passage
 
 # Every term weighs the same when the tenant's IDF is not at hand (no partition loaded).
@@ -44,7 +40,6 @@ DEFAULT_MIN_COVERAGE = 0.6
 HIGH_COVERAGE = 0.8
 # The top passages (by score) the skip rule reads.
 SKIP_RULE_PASSAGES = 8
-PUBLISHED = "published"
 _PASSAGE_FIELDS = tuple(f.name for f in fields(Passage))
 
 
@@ -149,135 +144,6 @@ def skip_reflection(question: str, parts: Sequence[str], passages: Sequence[Pass
     if not set(content_terms(question)) <= held:
         return False
     return all(best_coverage(part, top, idf)[0] >= HIGH_COVERAGE for part in parts or [question])
-
-
-# ---------------------------------------------------------------------- conflicts
-def as_sources(passages: Sequence[Passage]) -> list[Source]:
-    """Passages numbered 1..n, for the single-shot path's conflict detection."""
-    return [Source(number, p, p.text, count_tokens(p.text)) for number, p in enumerate(passages, start=1)]
-
-
-def _iso_date(value: str | None) -> datetime.date | None:
-    try:
-        return datetime.date.fromisoformat(value[:10]) if value else None
-    except ValueError:
-        return None
-
-
-def resolve(conflict: Conflict, records: Mapping[str, DocumentRecord | None], today: str = "") -> str | None:
-    """The document that applies, by reliable metadata only; None when they cannot decide."""
-    first, second = conflict.document_ids
-    a, b = records.get(first), records.get(second)
-    if a is None or b is None or first == second:
-        return None
-    if (a.status == PUBLISHED) != (b.status == PUBLISHED):
-        return first if a.status == PUBLISHED else second
-    if conflict.kind == SUPERSEDES:
-        return first if a.supersedes == second else second
-    if conflict.kind == EFFECTIVE_DATES:
-        return _in_force(first, a, second, b, _iso_date(today) or datetime.date.today())
-    return None
-
-
-def _in_force(first: str, a: DocumentRecord, second: str, b: DocumentRecord, today: datetime.date) -> str | None:
-    """The later effective date among those already in force; None without two readable dates."""
-    dated = [(date, doc) for date, doc in ((_iso_date(a.effective_date), first), (_iso_date(b.effective_date), second))
-             if date is not None]
-    if len(dated) < 2:
-        return None
-    in_force = [(date, doc) for date, doc in dated if date <= today]
-    return max(in_force)[1] if in_force else None
-
-
-def resolved_conflicts(passages: Sequence[Passage], records: Mapping[str, DocumentRecord | None],
-                       today: str = "") -> list[dict[str, Any]]:
-    """Conflicts among the passages, then with the predecessors their documents supersede (when
-    `records` holds them), each with the document that applies (`resolved_to`, or None)."""
-    found = detect_conflicts(as_sources(passages), records)
-    seen = {frozenset(c.document_ids) for c in found}
-    for document_id in dict.fromkeys(p.document_id for p in passages):
-        record = records.get(document_id)
-        older = records.get(record.supersedes) if record is not None and record.supersedes else None
-        if older is not None and frozenset((document_id, older.document_id)) not in seen:
-            seen.add(frozenset((document_id, older.document_id)))
-            found.append(Conflict(SUPERSEDES, (0, 0), (document_id, older.document_id),
-                                  f'"{record.title}"{_since(record)} supersedes "{older.title}"{_since(older)}.'))
-    return [{"kind": c.kind, "document_ids": list(c.document_ids), "detail": _plain_detail(c),
-             "resolved_to": resolve(c, records, today)} for c in found]
-
-
-def predecessor_ids(records: Mapping[str, DocumentRecord | None]) -> set[str]:
-    """The documents the records name in `supersedes` that are not among them."""
-    return {r.supersedes for r in records.values() if r is not None and r.supersedes and r.supersedes not in records}
-
-
-def _since(record: DocumentRecord) -> str:
-    return f" (effective {record.effective_date})" if record.effective_date else ""
-
-
-def _plain_detail(conflict: Conflict) -> str:
-    """The conflict's sentence with its [n] markers (numbers of this evidence list) left out."""
-    detail = conflict.detail
-    for number in conflict.source_numbers:
-        detail = detail.replace(f" [{number}]", "")
-    return detail[:MAX_DETAIL_CHARS]
-
-
-def resolution_note(conflict: Mapping[str, Any], records: Mapping[str, DocumentRecord | None]) -> str:
-    """A sentence for the answer naming the version that applies and why ("" when unresolved)."""
-    winner = conflict.get("resolved_to")
-    losers = [d for d in conflict.get("document_ids", ()) if d != winner]
-    won = records.get(winner) if winner else None
-    lost = records.get(losers[0]) if losers else None
-    if won is None or lost is None:
-        return ""
-    if conflict.get("kind") == SUPERSEDES and won.supersedes == lost.document_id:
-        why = "it supersedes the other" + (f", in force since {won.effective_date}" if won.effective_date else "")
-    elif won.status != lost.status:
-        why = f"it is {won.status}, the other is {lost.status}"
-    else:
-        why = f"it is in force since {won.effective_date}, the other since {lost.effective_date}"
-    return f'Resolved: "{won.title}" applies over "{lost.title}" ({why}).'
-
-
-def superseded_documents(conflicts: Iterable[Mapping[str, Any]]) -> set[str]:
-    """Documents a resolved conflict ruled out: their passages do not answer."""
-    losers: set[str] = set()
-    for conflict in conflicts:
-        winner = conflict.get("resolved_to")
-        if winner:
-            losers.update(d for d in conflict.get("document_ids", ()) if d != winner)
-    return losers
-
-
-# A reviewer sees this many lines of evidence beside a proposal, each at most this long.
-REVIEW_EVIDENCE_LINES = 2
-MAX_EVIDENCE_QUOTE_CHARS = 280
-
-
-def citation_label(passage: Passage) -> str:
-    """Where a passage is: document title, section, page when it has one."""
-    label = f"{passage.title}, {passage.section_title}" if passage.section_title else passage.title
-    return f"{label}, p. {passage.page}" if passage.page is not None else label
-
-
-def evidence_lines(passages: Sequence[Passage], about: str, most: int = REVIEW_EVIDENCE_LINES) -> list[dict[str, str]]:
-    """The lines of evidence a reviewer reads beside a proposal: for the passages sharing the most
-    terms with `about` (the step's ask and arguments), one document each, the sentence that shares the
-    most, with its citation. Ties go to the retrieval score."""
-    wanted = set(content_terms(about))
-    ranked = sorted(passages, key=lambda p: (-len(wanted & set(content_terms(f"{p.heading} {p.text}"))), -p.score))
-    lines: list[dict[str, str]] = []
-    seen: set[str] = set()
-    for passage in ranked:
-        if passage.document_id in seen or len(lines) >= most:
-            continue
-        seen.add(passage.document_id)
-        sentences = split_sentences(passage.text) or [passage.text]
-        best = max(sentences, key=lambda s: len(wanted & set(content_terms(s))))
-        quote = best if len(best) <= MAX_EVIDENCE_QUOTE_CHARS else best[:MAX_EVIDENCE_QUOTE_CHARS - 1] + "…"
-        lines.append({"quote": quote, "citation": citation_label(passage), "chunk_id": passage.chunk_id})
-    return lines
 
 
 def gathered(step_records: Sequence[tuple[Any, Mapping[str, Any]]]) -> list[Passage]:

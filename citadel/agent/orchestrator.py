@@ -55,11 +55,11 @@ from citadel.config import AgentConfig
 from citadel.errors import NotFound
 from citadel.resilience.clock import Clock, MonotonicClock
 from citadel.resilience.deadline import deadline_scope
+from citadel.reviews.tasks import CLOSED, HOLD, ReviewPolicy
 from citadel.state.runs import FINISHED, EventType, Run, RunStatus, RunStore
 from citadel.tools.approvals import ApprovalStore
 from citadel.tools.honeypots import HoneypotPlanter
 from citadel.tools.registry import ToolRegistry
-from citadel.tools.reviews import CLOSED, HOLD, ReviewPolicy
 
 __all__ = ["Orchestrator", "RunDriver", "build_orchestrator", "record_outcome", "run_outcome", "token_pieces"]
 
@@ -269,7 +269,7 @@ def build_orchestrator(store: RunStore, answer_service, planner: Planner, tools:
     `approvals`: where a T2 call's approval waits (without one, such a call fails the step);
     `wall_clock`: the time approvals escalate and expire by (shared across processes);
     `honeypots`: plants a deliberately wrong approval request now and then, to measure reviews;
-    `reviews`: who reviews a failed check and for how long its task waits (citadel/tools/reviews.py;
+    `reviews`: who reviews a failed check and for how long its task waits (citadel/reviews/tasks.py;
     checks go to a person only with `approvals`, the store their tasks wait in); `links`: what the
     final answer may link to (citadel/answer/links.py; by default no link, image or HTML leaves);
     `flagged(tenant, sources)`: told of the sources a step's screen dropped; `spend`: charges each

@@ -18,10 +18,11 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from citadel.agent.evidence import MAX_EVIDENCE_QUOTE_CHARS, UNIFORM_IDF, best_coverage
+from citadel.agent.evidence import UNIFORM_IDF, best_coverage
 from citadel.answer.confirm import ConfirmSettings, confirm
 from citadel.answer.gate import TermIdf
 from citadel.prompting.source import Source
+from citadel.reviews.evidence import MAX_EVIDENCE_QUOTE_CHARS
 from citadel.types import Passage
 
 # A part is confirmed from at most this many passages (the reader reads the sentences of the first

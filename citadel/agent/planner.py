@@ -26,10 +26,11 @@ from typing import Any, Protocol, runtime_checkable
 
 from citadel import regex
 from citadel.agent.budget import TokenMeter
-from citadel.agent.evidence import DEFAULT_MIN_COVERAGE, EvidenceSet, missing_words, on_topic, resolved_conflicts
+from citadel.agent.evidence import DEFAULT_MIN_COVERAGE, EvidenceSet, missing_words, on_topic
 from citadel.agent.plan import (MAX_ASK_CHARS, MAX_CHECK_CHARS, MAX_CONFLICTS, MAX_GAPS, MAX_PLAN_STEPS,
                                 MAX_REPLY_CHARS, SEARCH, Plan, PlanInvalid, Reflection, parse_plan,
                                 parse_reflection)
+from citadel.answer.conflicts import resolved_conflicts
 from citadel.answer.text import content_terms
 from citadel.config import AgentConfig
 from citadel.errors import PlannerUnavailable

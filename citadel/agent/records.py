@@ -25,7 +25,7 @@ class StepOutcome(StrEnum):
     OK = "ok"
     FAILED = "failed"
     NEEDS_APPROVAL = "needs_approval"  # a T2 call waits for its approver group
-    NEEDS_REVIEW = "needs_review"  # a failed check waits for a person (citadel/tools/reviews.py)
+    NEEDS_REVIEW = "needs_review"  # a failed check waits for a person (citadel/reviews/tasks.py)
 
     @property
     def parks(self) -> bool:

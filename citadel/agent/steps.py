@@ -28,9 +28,9 @@ from citadel.agent.records import RecordKey, RefreshRecord, StepOutcome, StepRes
 from citadel.chunking import count_tokens
 from citadel.config import AgentConfig
 from citadel.errors import ApprovalRequired, CitadelError
+from citadel.reviews.tasks import FlaggedSource
 from citadel.state.runs import EventType
 from citadel.tools.registry import ToolRefused, ToolRegistry
-from citadel.tools.reviews import FlaggedSource
 from citadel.tracing import emit_span
 
 log = logging.getLogger(__name__)

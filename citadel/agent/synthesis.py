@@ -25,7 +25,7 @@ from citadel.agent.criteria import case_object
 from citadel.agent.decision import decide
 from citadel.agent.delivery import actions_note, actions_of, cleaned_verdicts
 from citadel.agent.evidence import (UNIFORM_IDF, EvidenceSet, RunEvidence, best_coverage, distinct_parts, on_topic,
-                                    passage_tokens, resolution_note, resolved_conflicts, superseded_documents)
+                                    passage_tokens)
 from citadel.agent.journal import RunJournal, RunState
 from citadel.agent.memory import RunConversation
 from citadel.agent.parts import (OFFER, PartCheck, asked_text, check_part, in_context, on_topic_parts,
@@ -33,12 +33,13 @@ from citadel.agent.parts import (OFFER, PartCheck, asked_text, check_part, in_co
 from citadel.agent.plan import SEARCH
 from citadel.agent.records import AnswerRecord, RecordKey, succeeded
 from citadel.answer.confirm import ConfirmSettings
+from citadel.answer.conflicts import resolution_note, resolved_conflicts, superseded_documents
 from citadel.answer.links import LinkPolicy
 from citadel.answer.service import NOT_CONFIRMED, REFUSAL_REPLIES
 from citadel.answer.text import content_terms
 from citadel.chunking import count_tokens
+from citadel.reviews.tasks import CLOSED, HOLD, Verdict
 from citadel.state.runs import EventType
-from citadel.tools.reviews import CLOSED, HOLD, Verdict
 from citadel.types import Degradation, Passage
 
 log = logging.getLogger(__name__)

@@ -99,7 +99,7 @@ class AnswerResponse:
     gate: GateDecision | None = None
     trace: "AnswerTrace | None" = None  # what each stage kept (evaluation: `eval rag --by-stage`)
     # Citation markers the draft had that named no source (the validator removed them): a failed
-    # check that goes to a person before the answer leaves (citadel/agent/checks.py). Not public.
+    # check that goes to a person before the answer leaves (citadel/reviews/checks.py). Not public.
     invalid_markers: int = 0
     confirmation: dict | None = None  # what the confirmation read and decided (logs, evaluation). Not public.
     # The claim verifier's verdicts (citadel/quality/verifier.py): per claim, its cited sources, the

@@ -164,7 +164,7 @@ def prepare_document(tenant_id: str, source_file: DocumentSource, acl: AclSpec, 
                                       f"{config.ingest.published_statuses}")
         # What a version publishes: the text, who may read it, and the catalog's facts about it. A
         # correction of those facts alone (an effective date set, an owner changed) is a new version,
-        # not "unchanged": it is what a reviewer's fix of a conflict looks like (citadel/tools/reviews.py).
+        # not "unchanged": it is what a reviewer's fix of a conflict looks like (citadel/reviews/tasks.py).
         doc_hash = content_hash(raw_hash + repr(sorted(meta.groups)) + repr(
             (meta.title, meta.owner, meta.visibility, meta.effective_date, meta.supersedes)))
         requested = requested_version if requested_version is not None else _int_or_none(front.get("version"))

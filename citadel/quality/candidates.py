@@ -43,8 +43,8 @@ from citadel.errors import Conflict, InvalidRequest, NotFound
 from citadel.eval.rag import EXPECTATIONS, SPLITS
 from citadel.guardrails.personal import PATTERNS_ONLY, PersonalDataMasker
 from citadel.guardrails.redaction import redacted_text
+from citadel.reviews.tasks import ANSWER
 from citadel.tools.approvals import Approval, ApprovalStatus, encode_args
-from citadel.tools.reviews import ANSWER
 from citadel.tools.spec import TOOL_NAME_PATTERN
 
 log = logging.getLogger(__name__)

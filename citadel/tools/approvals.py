@@ -107,7 +107,7 @@ class Approval:
     honeypot: bool = False  # a deliberately wrong request (issue 16 item 6)
     created_at: float = 0.0
     kind: TaskKind = TaskKind.APPROVAL
-    reason: str | None = None  # a review task's failed check (citadel/tools/reviews.py)
+    reason: str | None = None  # a review task's failed check (citadel/reviews/tasks.py)
     # What the reviewer is shown beside the arguments: evidence lines with citations, a check's details.
     context: dict = field(default_factory=dict)
 

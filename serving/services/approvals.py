@@ -38,13 +38,13 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from citadel.errors import CitadelError, Forbidden, InvalidRequest, NotFound
+from citadel.reviews.items import review_item
+from citadel.reviews.tasks import ReviewReason, has_run
 from citadel.state.runs import EventType, RunStore
 from citadel.tools.approvals import MAX_LIST, Approval, ApprovalStatus, ApprovalStore, TaskKind
 from citadel.tools.honeypots import shown_run_id
-from citadel.tools.reviews import ReviewReason, has_run
 from citadel.tools.policy import Action, PolicyEngine, Reason
 from serving.services.access import Caller
-from serving.services.review_items import review_item
 from serving.services.webhooks import DecisionWebhook
 
 if TYPE_CHECKING:
@@ -101,7 +101,7 @@ class ApprovalsService:
         return {"approvals": [public(a) for a in found]}
 
     def review_items(self, caller: Caller) -> list[dict]:
-        """The reviewer page's pending tasks for the caller (serving/services/review_items.py)."""
+        """The reviewer page's pending tasks for the caller (citadel/reviews/items.py)."""
         principal = caller.principal
         found = self.approvals.list(principal.tenant_id, reviewer_names(principal), ApprovalStatus.PENDING)
         return [review_item(a, self.policy.spec(a.tool) if self.policy is not None else None, public(a))

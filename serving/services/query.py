@@ -11,17 +11,17 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
-from citadel.agent.checks import single_shot_verdict
 from citadel.answer.service import AnswerService, outcome_of
+from citadel.catalog.base import Catalog
 from citadel.config import CitadelConfig
 from citadel.errors import BudgetExhausted
 from citadel.guardrails.router import SENSITIVE_DATA
-from citadel.catalog.base import Catalog
 from citadel.retrieval.retriever import PassageRetriever
+from citadel.reviews.checks import single_shot_verdict
+from citadel.reviews.tasks import CLOSED, HOLD, ReviewPolicy, held_body
 from citadel.state import State
 from citadel.state.base import StateUnavailable, answer_cache_key
 from citadel.tools.approvals import ApprovalStore
-from citadel.tools.reviews import CLOSED, HOLD, ReviewPolicy, held_body
 from citadel.tracing import emit_span, emit_stage_spans
 from citadel.types import Degradation, Principal
 from serving.services.access import Caller
@@ -38,7 +38,7 @@ class QueryService:
     def __init__(self, config: CitadelConfig, catalog: Catalog, state: State, answers: AnswerService,
                  retriever: PassageRetriever, cache: AnswerCacheView, metrics: ApiMetrics,
                  approvals: ApprovalStore | None = None, clock: Callable[[], float] = time.time):
-        """`approvals`: where a held answer's review task waits (citadel/tools/reviews.py); None: answers
+        """`approvals`: where a held answer's review task waits (citadel/reviews/tasks.py); None: answers
         are never held (their failed checks reported in the text, as before reviews existed)."""
         self.approvals = approvals
         self.reviews = ReviewPolicy.from_config(config.tools)

@@ -1,4 +1,4 @@
-"""Issue #12, hole 6: audit rows could be overwritten.
+"""Audit rows are appended, never overwritten.
 
 Before: the client's `x-request-id` was the answer log's primary key, written with INSERT OR REPLACE,
 so a second request with the same header replaced the first one's row; cache hits were not logged at

@@ -1,4 +1,4 @@
-"""Issue #12, hole 7: unbounded input before authentication.
+"""Input is bounded, and the caller authenticated before the body is read.
 
 Before: FastAPI read and parsed every body before the route looked at the caller's credential, and no
 route bounded its body, so an anonymous client could make a replica read and parse any amount. Now

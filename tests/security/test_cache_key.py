@@ -1,4 +1,4 @@
-"""Issue #12, hole 9 (the cache key): the ACL signature joined groups with an unescaped comma.
+"""The cache key's ACL signature keeps group names apart: joining them with an unescaped comma did not.
 
 `",".join(sorted(groups))` made a principal in the one group "a,b" share a signature, and so every
 cached answer, with a principal in the two groups "a" and "b": the first could be served answers

@@ -1,4 +1,4 @@
-"""Issue #12, hole 9 (errors): end users saw Redis host:port and SQLite messages in errors.
+"""Errors never show end users infrastructure details such as a Redis host:port or an SQLite message.
 
 Before: a failing budget store answered `budget store unavailable: <the Redis error>`, a failing
 permission store `permission store unavailable: <the SQLite error>`, the idempotency store likewise,

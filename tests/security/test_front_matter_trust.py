@@ -1,4 +1,4 @@
-"""Issue #12, hole 3: a document's content decided its own ACL and identity.
+"""A document's content never decides its own ACL and identity: the request does.
 
 Before: the front matter of any ingested file won over the request. An admin uploading a file whose
 front matter said `groups: "*"` made it tenant-wide, `id: other-doc` replaced another document,

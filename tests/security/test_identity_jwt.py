@@ -1,4 +1,4 @@
-"""Issue #12, hole 2: one signing key for every caller, and no service→tenant binding.
+"""Each service signs with its own key, for its own tenants: never one key for every caller.
 
 Before: any service that could mint user contexts held the one HMAC key, so it could sign any tenant,
 any groups, for any service; credentials had no tenant list, no expiry and no revocation. Now user

@@ -1,4 +1,4 @@
-"""Issue #12, hole 9 (metrics): `/metrics` needed no credential and its tenant label was unbounded.
+"""`/metrics` needs a metrics credential, and its tenant label is bounded.
 
 Before: anyone who reached the port read every tenant's traffic, and each tenant id a caller named
 became a new time series. Now /metrics answers only a metrics credential (a bearer token configured in

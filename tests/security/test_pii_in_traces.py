@@ -1,4 +1,4 @@
-"""Issue 27, item 5: personal data stays in.
+"""Personal data stays in.
 
 Before: spans and the answer log redacted card numbers and secrets only, so an e-mail address, a phone
 number or an IBAN in a question went into every span attribute, log line and answer-log row, readable

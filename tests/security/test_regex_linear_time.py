@@ -1,4 +1,4 @@
-"""Issue #12, hole 1: catastrophic regex backtracking froze a replica.
+"""Every regex runs in linear time: catastrophic backtracking froze a replica.
 
 The `encoded_sequence` rule (`[.\\-]{1,6}(?:\\s+/?\\s*[.\\-]{1,6}){8,}` under Python's backtracking `re`)
 cost about k^7 for a run of k newlines between symbols: a 2,000-character question never finished,

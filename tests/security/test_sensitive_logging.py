@@ -1,4 +1,4 @@
-"""Issue #12, hole 5: refused sensitive questions were logged verbatim.
+"""Refused sensitive questions are never logged verbatim.
 
 Before: a question refused as `sensitive_data` (a card number, a password) was stored word for word in
 the answer log (and its refusal cached under a key derived from it) while the reply told the user it

@@ -1,4 +1,4 @@
-"""Issue 27, item 7: sessions expire.
+"""Sessions expire.
 
 Before: conversations, their summaries and memories, and runs with their event logs were kept
 forever; only the answer log had a retention. Now `agent.retention_days` bounds them too, enforced by

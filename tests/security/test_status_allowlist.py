@@ -1,4 +1,4 @@
-"""Issue #12, hole 9 (document approval): approval was an exact-match denylist.
+"""Document approval is an allowlist of statuses, not an exact-match denylist.
 
 Before: a document was withheld only when its status was exactly one of a few words ("draft",
 "archived", ...), so "Draft v2", "DRAFT - do not share" or "internal only" were published to readers.

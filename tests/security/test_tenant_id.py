@@ -1,4 +1,4 @@
-"""Issue #12, hole 8: tenant ids were not validated in the core.
+"""Tenant ids are validated in the core, at every entry point, not only at the HTTP edge.
 
 A tenant `..` or `.` from the CLI or a manifest named a directory outside `partitions/<tenant>/`, and
 the publish's pruning then deleted every other tenant's segments; the HTTP name check (`re.match`

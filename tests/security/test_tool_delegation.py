@@ -1,4 +1,4 @@
-"""Tools act as the user, never as a key Citadel holds (DESIGN.md §10, issue 27 item 4).
+"""Tools act as the user, never as a key Citadel holds (DESIGN.md §10).
 
 The example CRM accepts only access tokens its users' token service (examples/idp) issued through an
 OAuth 2.0 Token Exchange (RFC 8693): a context or token signed with the tools service's own HS256 key

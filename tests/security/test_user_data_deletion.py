@@ -1,4 +1,4 @@
-"""Issue 27, item 7: a user can delete all of their own data in one call.
+"""A user can delete all of their own data in one call.
 
 Before: a user could delete one conversation at a time (its runs and their event logs stayed), and
 nothing deleted the runs at all. Now `DELETE /v1/me/data` removes the calling user's conversations

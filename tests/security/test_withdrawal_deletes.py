@@ -1,4 +1,4 @@
-"""Issue 27, item 6: withdrawing a document deletes it.
+"""Withdrawing a document deletes it.
 
 Before: `withdraw` only marked the catalog. The chunk text, vectors and BM25 postings stayed in the
 published partition files until a later compaction (and in the previous segment kept beside it), the

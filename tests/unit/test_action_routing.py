@@ -1,4 +1,4 @@
-"""Routing that sees actions (issue 28, item 10): the router's generic action rules, and the run's
+"""Routing that sees actions: the router's generic action rules, and the run's
 path when only a tool's intent names the action."""
 
 from __future__ import annotations

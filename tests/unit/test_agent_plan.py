@@ -8,13 +8,12 @@ import json
 import pytest
 
 from citadel.agent.evidence import (EvidenceSet, best_coverage, distinct_parts, missing_words, on_topic,
-                                    resolution_note, resolve, resolved_conflicts, skip_reflection,
-                                    superseded_documents, uncovered_parts)
+                                    skip_reflection, uncovered_parts)
 from citadel.agent.executor import SearchTool
 from citadel.agent.plan import (MAX_ASK_CHARS, MAX_PLAN_STEPS, MAX_REPLY_CHARS, PlanInvalid, find_cycle, parse_plan,
                                 parse_reflection)
 from citadel.agent.planner import PlanContext, RulesPlanner, split_question
-from citadel.answer.conflicts import EFFECTIVE_DATES, SUPERSEDES, Conflict
+from citadel.answer.conflicts import Conflict, EFFECTIVE_DATES, SUPERSEDES, resolution_note, resolve, resolved_conflicts, superseded_documents
 from citadel.catalog.base import DocumentRecord
 from citadel.errors import InvalidRequest
 from citadel.tools.registry import ToolRegistry, ToolNotAllowed

@@ -1,4 +1,4 @@
-"""The alert rules in cluster/prometheus/ (issue 17 item 6): valid for Prometheus (`promtool check
+"""The alert rules in cluster/prometheus/: valid for Prometheus (`promtool check
 rules`), each alert firing on the series its cases build and quiet otherwise (`promtool test rules`),
 and every metric they read one the API exposes. promtool is Debian's `prometheus` package: `.ci/run`
 installs it and sets CITADEL_REQUIRE_PROMTOOL=1, so CI fails rather than skips without it."""

@@ -199,7 +199,7 @@ def test_gate_reads_period_shorthand_and_the_document_name():
 
 
 def test_gate_asks_back_when_a_question_names_no_fact():
-    """Only stopwords, or one word: no fact to look for, so a clarifying question, never an answer (issue 13)."""
+    """Only stopwords, or one word: no fact to look for, so a clarifying question, never an answer."""
     for question in ("What is it?", "leave?", ""):
         decision = ConfidenceGate().check(question, [passage("It is what it is. Annual leave accrues.")], IDF)
         assert not decision.passed and decision.reason == "needs_clarification" and decision.outcome == "clarify"

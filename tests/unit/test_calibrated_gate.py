@@ -1,4 +1,4 @@
-"""The calibrated gate, clarifying questions, semantic support and `eval rag --by-stage` (issue 13)."""
+"""The calibrated gate, clarifying questions, semantic support and `eval rag --by-stage`."""
 
 from __future__ import annotations
 

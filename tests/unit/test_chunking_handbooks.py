@@ -234,7 +234,7 @@ def test_pdf_titles_skip_accession_numbers():
 @pytest.mark.model
 def test_no_handbook_chunk_is_longer_than_what_minilm_reads(handbook_runs):
     """Every embedded text (context header included) fits MiniLM's 256 wordpieces, [CLS] and [SEP]
-    included, so the vector leg sees the whole chunk (issue #12, bug 10). The tokenizer alone loads."""
+    included, so the vector leg sees the whole chunk. The tokenizer alone loads."""
     from transformers import AutoTokenizer
 
     from citadel.embedding.minilm import WordPieceCounter, model_path

@@ -1,4 +1,4 @@
-"""Conversation memory (DESIGN.md §10, issue 15 item 5): summary lines that name their sources and
+"""Conversation memory (DESIGN.md §10): summary lines that name their sources and
 are dropped, live, when the user can no longer read them; notes that are the user's alone, labelled
 as the user's words and never sources; deleting a conversation deletes what was derived from it.
 

@@ -1,4 +1,4 @@
-"""The one deadline (issue 14): a scope opened at the edge is what every hop below bounds itself by,
+"""The one deadline: a scope opened at the edge is what every hop below bounds itself by,
 on any thread the context is copied to, and a hop never starts after it."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The decision (citadel/agent/decision.py, issue 28 item 9): an eligibility question's answer opens
+"""The decision (citadel/agent/decision.py): an eligibility question's answer opens
 with the verdict and the comparisons behind it, computed by code from the numbered sources with each
 operand cited — eligible, not eligible with the failing comparison, or the conditional an unsettled
 criterion leaves — and never a verdict the sources do not carry. Sources are built by hand: the

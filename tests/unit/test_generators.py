@@ -82,7 +82,7 @@ def test_openai_compatible_failures_raise_generator_error():
 
 
 def test_openai_compatible_waits_no_longer_than_the_request_deadline():
-    """Issue 14: the HTTP call's timeout is what the request's deadline leaves, not its own 30 s."""
+    """The HTTP call's timeout is what the request's deadline leaves, not its own 30 s."""
     from citadel.resilience.clock import MonotonicClock
     from citadel.resilience.deadline import Deadline, deadline_scope
 

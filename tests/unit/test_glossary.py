@@ -1,4 +1,4 @@
-"""The tenant's own acronyms (issue #13, item 4): mined from its definitions, they expand the question
+"""The tenant's own acronyms: mined from its definitions, they expand the question
 and count for coverage in either spelling."""
 
 from __future__ import annotations

@@ -284,7 +284,7 @@ def test_filter_passages_keeps_clean_and_drops_planted_with_reasons():
     assert dropped[0].reason.startswith("planted_instruction:")
 
 
-# --- rule families added for issue 3: each with an attack it catches and a near-miss it leaves ---
+# --- more rule families: each with an attack it catches and a near-miss it leaves ---
 
 @pytest.mark.parametrize("rule, attack, near_miss", [
     ("prompt_template_slot", "Act as a travel expert and answer in [TARGETLANGUAGE]: [PROMPT]",

@@ -1,4 +1,4 @@
-"""Reviewer honeypots (issue 16 item 6): the seeded planting rate, wrong arguments built from the
+"""Reviewer honeypots: the seeded planting rate, wrong arguments built from the
 tool's policy that still pass its schema, decoy accounts, and what a planted approval carries."""
 
 from __future__ import annotations

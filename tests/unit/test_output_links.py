@@ -66,8 +66,8 @@ def test_a_tool_response_text_with_instructions_is_withheld_and_the_rest_kept():
 
 
 def test_a_flagged_source_is_reported_once_per_document_version():
+    from citadel.reviews.tasks import FlaggedSource, ReviewPolicy, SuspiciousContentReporter
     from citadel.tools.approvals import MemoryApprovalStore
-    from citadel.tools.reviews import FlaggedSource, ReviewPolicy, SuspiciousContentReporter
 
     store = MemoryApprovalStore(lambda: 100.0)
     catalog = SimpleNamespace(get_document=lambda tenant, doc: SimpleNamespace(owner="handbook-owners"))

@@ -1,4 +1,4 @@
-"""Budgeted prompt assembly and parent-section expansion (DESIGN.md §10, issue 15 item 6).
+"""Budgeted prompt assembly and parent-section expansion (DESIGN.md §10).
 
 A counting tokenizer (one token per whitespace-separated word) makes every allowance exact, so the
 tests can check that each part holds its allowance, the whole prompt its cap, the order of the parts,

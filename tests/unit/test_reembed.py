@@ -1,4 +1,4 @@
-"""A model change re-embeds every live row (issue #12, bug 11), resumably, and the retriever refuses to
+"""A model change re-embeds every live row, resumably, and the retriever refuses to
 search a segment embedded with another model than the query's.
 
 Two deterministic fakes stand for two models: the hash embedder, and the same hash rotated by one

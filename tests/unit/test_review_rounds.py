@@ -1,15 +1,14 @@
-"""Review tasks' rounds (citadel/tools/reviews.py) and the answer checks that open them
-(citadel/agent/checks.py), on the in-process approvals store."""
+"""Review tasks' rounds (citadel/reviews/tasks.py) and the answer checks that open them
+(citadel/reviews/checks.py), on the in-process approvals store."""
 
 from __future__ import annotations
 
 import pytest
 
-from citadel.agent.checks import answer_check
 from citadel.catalog.base import DocumentRecord
+from citadel.reviews.checks import answer_check
+from citadel.reviews.tasks import CLOSED, GO, HOLD, MAX_REVIEW_ROUNDS, FailedCheck, ReviewPolicy, ReviewReason, settle
 from citadel.tools.approvals import ApprovalStatus, MemoryApprovalStore
-from citadel.tools.reviews import (CLOSED, GO, HOLD, MAX_REVIEW_ROUNDS, FailedCheck, ReviewPolicy, ReviewReason,
-                                   settle)
 from citadel.types import Passage
 
 FAILED = FailedCheck(ReviewReason.MISSING_REFERENCE, "owners", "cited [7] of 3 sources")

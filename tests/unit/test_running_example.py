@@ -1,4 +1,4 @@
-"""The running example (issue 15, DESIGN.md §10) on the Northwind example tenant, hash embedder, rules
+"""The running example (DESIGN.md §10) on the Northwind example tenant, hash embedder, rules
 planner: a sales user asks "Acme renews next month. Are they eligible for the multi-year discount?".
 
 Routed agentic, planned into independent (parallel) sub-questions; the 2026 policy's eligibility

@@ -1,4 +1,4 @@
-"""`citadel chat`, `citadel runs show` and `citadel runs events` (issue 15) on a tiny home with the hash
+"""`citadel chat`, `citadel runs show` and `citadel runs events` on a tiny home with the hash
 embedder: a chat line starts a run that answers with citations, and the run's log is readable after."""
 
 from __future__ import annotations

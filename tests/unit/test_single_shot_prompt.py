@@ -1,4 +1,4 @@
-"""One prompt path (issue 28 item 8, DESIGN.md §10): a single-shot answer is sent the same budgeted
+"""One prompt path (DESIGN.md §10): a single-shot answer is sent the same budgeted
 prompt as a run's synthesis — the system text first and byte-identical whatever the question, the
 sources tagged with status and effective date, the task (question and `answer.task_instruction`)
 last — and only the sources that fit their allowance can be cited."""

@@ -1,4 +1,4 @@
-"""The policy engine (issue 16, item 3): every decision and reason on the running example's tools, a
+"""The policy engine: every decision and reason on the running example's tools, a
 reviewer's edit, a tool's response, and the seeded T1 audit rate."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The tool registry from YAML (issue 16, item 1): the running example loads; every kind of bad spec is
+"""The tool registry from YAML: the running example loads; every kind of bad spec is
 refused at load with an error naming the tool and the field."""
 
 from __future__ import annotations

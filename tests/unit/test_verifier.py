@@ -1,4 +1,4 @@
-"""The claim verifier (citadel/quality/verifier.py, DESIGN.md §11, issue 28): each claim checked against
+"""The claim verifier (citadel/quality/verifier.py, DESIGN.md §11): each claim checked against
 the source it cites, derived figures recomputed by code and corrected from the source, unsupported and
 uncited claims removed, a failing or slow judge skipped visibly, any answer size bounded."""
 

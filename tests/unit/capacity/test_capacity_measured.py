@@ -1,4 +1,4 @@
-"""Predicted against measured (issue 17 item 5): parsing runs, predicting, calibrating, the CLI table.
+"""Predicted against measured: parsing runs, predicting, calibrating, the CLI table.
 
 The "measured" runs are synthesised from a known model (its own predictions written as locust
 summaries), so calibration has a truth to recover; the planner's default model is far from it.

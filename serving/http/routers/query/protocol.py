@@ -64,7 +64,7 @@ class AnswerResponse(ResponseBody):
 
 
 class ReviewPendingBody(ResponseBody):
-    """202: a failed check holds the answer for a person (citadel/tools/reviews.py). Nothing of the
+    """202: a failed check holds the answer for a person (citadel/reviews/tasks.py). Nothing of the
     held answer is shown; ask again once it is reviewed (every check runs again)."""
 
     status: Literal["review_pending"] = "review_pending"

@@ -8,7 +8,7 @@ from typing import Union
 from fastapi import APIRouter
 from fastapi.responses import JSONResponse
 
-from citadel.tools.reviews import REVIEW_PENDING
+from citadel.reviews.tasks import REVIEW_PENDING
 from serving.http.deps import AsCaller, Ids, ServicesDep
 from serving.http.protocol import ERRORS
 from serving.http.routers.query.protocol import (AnswerRequest, AnswerResponse, RetrieveRequest, RetrieveResponse,
@@ -28,7 +28,7 @@ async def retrieve(body: RetrieveRequest, services: ServicesDep, work: AsCaller,
 async def answer(body: AnswerRequest, services: ServicesDep, work: AsCaller,
                  ids: Ids) -> Union[AnswerResponse, JSONResponse]:
     """A cited answer or a refusal; `202 review_pending` when a failed check holds the answer for a
-    person (citadel/tools/reviews.py): ask again once it is reviewed."""
+    person (citadel/reviews/tasks.py): ask again once it is reviewed."""
     result = await work("answer", services.query.answer, body.question, ids.request_id, ids.correlation_id)
     if result.get("status") == REVIEW_PENDING:
         return JSONResponse(ReviewPendingBody(**result).model_dump(), status_code=202)

@@ -1,5 +1,5 @@
-"""The checks an answer must pass before it leaves, or go to a person (issue 16 item 5;
-citadel/tools/reviews.py): no conflict between versions that reliable metadata cannot settle among
+"""The checks an answer must pass before it leaves, or go to a person (see
+citadel/reviews/tasks.py): no conflict between versions that reliable metadata cannot settle among
 the documents it cites, and no citation of a reference that does not exist among its sources. Both
 the run's synthesis and the single-shot answer ask the same question here."""
 
@@ -11,10 +11,11 @@ from typing import Any
 import hashlib
 import time
 
-from citadel.agent.evidence import evidence_lines, resolved_conflicts
+from citadel.answer.conflicts import resolved_conflicts
 from citadel.catalog.base import Catalog, DocumentRecord
+from citadel.reviews.evidence import evidence_lines
+from citadel.reviews.tasks import GO, SINGLE_SHOT_PREFIX, FailedCheck, ReviewPolicy, ReviewReason, Verdict, settle
 from citadel.tools.approvals import ApprovalStore
-from citadel.tools.reviews import GO, SINGLE_SHOT_PREFIX, FailedCheck, ReviewPolicy, ReviewReason, Verdict, settle
 from citadel.types import Passage, Principal
 
 # A held single-shot answer's task is keyed by its asker and question (hashed: a question may hold

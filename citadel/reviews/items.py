@@ -1,4 +1,4 @@
-"""What the reviewer page shows of one pending task (issue 16 item 8): the change as a diff of the
+"""What the reviewer page shows of one pending task: the change as a diff of the
 proposed arguments against the record as it stood when the run asked (the tool's `current_path`), two
 lines of the run's evidence with their citations, the decisions the task takes, and the arguments a
 reviewer may edit. Plain data; serving/http/routers/review/rendering.py renders it (and escapes every value)."""
@@ -9,8 +9,8 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
+from citadel.reviews.tasks import ReviewReason
 from citadel.tools.approvals import Approval, TaskKind
-from citadel.tools.reviews import ReviewReason
 from citadel.tools.spec import PATH_PLACEHOLDER, ToolSpec
 
 NONE_SHOWN = "—"

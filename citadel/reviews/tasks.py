@@ -1,4 +1,4 @@
-"""Review tasks for failed checks (issue 16 item 5; DESIGN.md §10).
+"""Review tasks for failed checks (DESIGN.md §10).
 
 Some checks fail in a way only a person can settle: two versions of a document disagree and no
 reliable effective date says which applies; the answer cites a reference that does not exist; a tool
