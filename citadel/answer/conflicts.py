@@ -1,4 +1,4 @@
-"""Conflicting versions among the sources (issue 3, item 6): reported, never silently resolved.
+"""Conflicting versions among the sources: reported, never silently resolved.
 
 Three cases make two sources disagree about which text applies:
 - `versions`: two versions of the same document (only possible when passages bypass the live
@@ -81,7 +81,7 @@ def _pair_conflict(a: Source, b: Source, records: Mapping[str, DocumentRecord | 
     if ra.effective_date and rb.effective_date and ra.effective_date != rb.effective_date:
         return Conflict(EFFECTIVE_DATES, numbers, ids, f"{_label(a)} is effective {ra.effective_date} and "
                         f"{_label(b)} is effective {rb.effective_date}; check which one applies.")
-    # Editions of one text that no date orders: the worst case, not a quiet one (issue 16: a review task).
+    # Editions of one text that no date orders: the worst case, not a quiet one (it goes to a review task).
     undated = [_label(s) for s, r in ((a, ra), (b, rb)) if not r.effective_date]
     why = (f"{' and '.join(undated)} {'has' if len(undated) == 1 else 'have'} no effective date" if undated
            else f"both are effective {ra.effective_date}")

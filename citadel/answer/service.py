@@ -576,7 +576,7 @@ class AnswerService:
         """(top passages, whether a reranker actually reordered them)."""
         top_n = self.settings.rerank_top_n
         if not self.reranker.enabled:
-            degraded.append(Degradation.RERANK_SKIPPED)  # disabled is reported like slow or failing (issue 3)
+            degraded.append(Degradation.RERANK_SKIPPED)  # disabled is reported like slow or failing
             return passages[:top_n], False
         if not passages:
             return [], False

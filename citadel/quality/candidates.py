@@ -1,4 +1,4 @@
-"""Feedback and reviewers' edits become test items (issue 28 item 7; DESIGN.md §11).
+"""Feedback and reviewers' edits become test items (DESIGN.md §11).
 
 Two things people already do say that an answer or an action was wrong, and each is worth a labeled
 test item once someone who knows the documents has said what was right:

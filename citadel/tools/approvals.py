@@ -1,4 +1,4 @@
-"""Durable approvals (DESIGN.md §10, issue 16 item 4): a T2 tool call waits here for a person.
+"""Durable approvals (DESIGN.md §10): a T2 tool call waits here for a person.
 
 A run that needs an approval `request`s one and parks (its lease released, nothing held in memory);
 a reviewer in the tool's approver group `decide`s it once (approve, with the proposed or edited
@@ -79,7 +79,7 @@ DECISIONS = frozenset({ApprovalStatus.APPROVED, ApprovalStatus.REJECTED, Approva
 
 
 class TaskKind(StrEnum):
-    """What a person is asked: to approve a tool call (T2), or to review a failed check (issue 16 item 5):
+    """What a person is asked: to approve a tool call (T2), or to review a failed check:
     the same lifecycle (pending, decided once, escalated, expired), the same store and timer."""
     APPROVAL = "approval"
     REVIEW = "review"
@@ -104,7 +104,7 @@ class Approval:
     decided_by: str | None = None  # None for an expiry
     decided_at: float | None = None  # clock time of the decision or the expiry
     comment: str = ""
-    honeypot: bool = False  # a deliberately wrong request (issue 16 item 6)
+    honeypot: bool = False  # a deliberately wrong request
     created_at: float = 0.0
     kind: TaskKind = TaskKind.APPROVAL
     reason: str | None = None  # a review task's failed check (citadel/reviews/tasks.py)

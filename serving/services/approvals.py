@@ -1,4 +1,4 @@
-"""The approvals endpoint family (DESIGN.md §10, issue 16 items 4 and 6): the pending approvals a
+"""The approvals endpoint family (DESIGN.md §10): the pending approvals a
 reviewer may decide, the decision, and how well reviews are going.
 
 A reviewer is a verified user like any other; they see and decide only their tenant's approvals whose
@@ -55,7 +55,7 @@ log = logging.getLogger(__name__)
 
 DECISIONS = {"approve": ApprovalStatus.APPROVED, "edit_and_approve": ApprovalStatus.APPROVED,
              "reject": ApprovalStatus.REJECTED}
-# A review task (a failed check, issue 16 item 5) is answered differently: the reviewer corrected the
+# A review task (a failed check) is answered differently: the reviewer corrected the
 # source (or, for an action, its arguments: `edits`) and every check runs again; asks for more; or rejects.
 REVIEW_DECISIONS = {"correct": ApprovalStatus.APPROVED, "request_info": ApprovalStatus.INFO_REQUESTED,
                     "reject": ApprovalStatus.REJECTED}
