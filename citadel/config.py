@@ -661,7 +661,7 @@ class ToolsConfig(_Section):
 
 
 class TracingConfig(_Section):
-    """Where the spans of each request's stages go (citadel/tracing.py)."""
+    """Where the spans of each request's stages go (citadel/tracing.py; issue 17 item 6)."""
 
     exporter: Literal["log", "console", "file", "otlp"] = Field(
         "log", description="log: JSON lines on the citadel.trace logger; console; file: JSON lines in `file`; "
