@@ -132,7 +132,7 @@ class AnswerConfig(_Section):
     reader_candidates: int = Field(30, ge=1, le=200, description="Fused candidates the reader rescores (reranker: reader).")
     reader_fusion_weight: float = Field(
         0.9, ge=0.0, le=1.0, description="Share of the fused score in the reader reranker's blend (SciFact train "
-        "queries: nDCG@10 rises with it, 0.41 at 0 to 0.725 at 1; docs/benchmarks.md issue 26)."
+        "queries: nDCG@10 rises with it, 0.41 at 0 to 0.725 at 1; docs/benchmarks.md)."
     )
     confirm: bool = Field(
         True, description="Assert an answer only when a top sentence holds the asked slot about its subject "
@@ -147,12 +147,12 @@ class AnswerConfig(_Section):
     )
     confirm_min_probability_gated: float = Field(
         0.0, ge=0.0, le=1.0, description="Confirm: the reader's probability needed when the coverage gate passed too "
-        "(chosen on the paraphrase dev split and the regression set, docs/benchmarks.md issue 26)."
+        "(chosen on the paraphrase dev split and the regression set, docs/benchmarks.md)."
     )
     confirm_min_subject_share_gated: float = Field(
         0.0, ge=0.0, le=1.0, description="Confirm: the subject share needed when the coverage gate passed too (0: a "
         "slot-holding sentence suffices; higher keeps more near-topic questions unasserted but fails the regression "
-        "set's refusal precision, docs/benchmarks.md issue 26)."
+        "set's refusal precision, docs/benchmarks.md)."
     )
     confirm_min_subject_share: float = Field(
         0.5, ge=0.0, le=1.0, description="Confirm: share of the question's subject terms in that sentence, its "
@@ -217,7 +217,7 @@ class AnswerConfig(_Section):
     total_token_budget: int = Field(3000, description="Approximate tokens of all sources together.")
     gate: Literal["calibrated", "thresholds"] = Field(
         "thresholds", description="thresholds: the hand-set coverage and cosine thresholds below (the default: "
-        "the fitted model did not beat them, see docs/benchmarks.md, issue 13); calibrated: answer / clarify / "
+        "the fitted model did not beat them, see docs/benchmarks.md); calibrated: answer / clarify / "
         "refuse from a fitted model of several signals (citadel/answer/gate_model.py, `citadel train gate`).",
     )
     expand_acronyms: bool = Field(
@@ -661,7 +661,7 @@ class ToolsConfig(_Section):
 
 
 class TracingConfig(_Section):
-    """Where the spans of each request's stages go (citadel/tracing.py; issue 17 item 6)."""
+    """Where the spans of each request's stages go (citadel/tracing.py)."""
 
     exporter: Literal["log", "console", "file", "otlp"] = Field(
         "log", description="log: JSON lines on the citadel.trace logger; console; file: JSON lines in `file`; "
