@@ -38,6 +38,7 @@ from typing import Any, Callable, Iterable, Sequence
 
 from citadel import regex
 from citadel.eval.metrics import mrr_at_k, precision_at_k, recall_at_k
+from citadel.quality.candidates import EXPECTATIONS, SPLITS
 
 REPO = Path(__file__).resolve().parents[2]
 SHARED_DATA = (REPO / ".." / "shared" / "data").resolve()
@@ -51,8 +52,6 @@ TENANT_CORPORA = {
     "github": "github-site-policy",
 }
 STAMP_NAME = "rag-eval.stamp"
-EXPECTATIONS = ("answer", "refuse")
-SPLITS = ("", "dev", "test")
 SUPPORT_THRESHOLD = 0.6  # share of a sentence's content tokens found in one cited section
 
 Progress = Callable[[str, int, int], None]

@@ -40,7 +40,6 @@ from typing import Any
 from citadel.catalog.base import (CANDIDATE_DISMISSED, CANDIDATE_PENDING, CANDIDATE_PROMOTED, CANDIDATES_READ_LIMIT,
                                   WITHHELD_QUESTION, Catalog, PermissionSource)
 from citadel.errors import Conflict, InvalidRequest, NotFound
-from citadel.eval.rag import EXPECTATIONS, SPLITS
 from citadel.guardrails.personal import PATTERNS_ONLY, PersonalDataMasker
 from citadel.guardrails.redaction import redacted_text
 from citadel.reviews.tasks import ANSWER
@@ -66,6 +65,10 @@ CUT = " [cut]"
 # The labeled sets' principal: the set names the user (citadel/eval/rag.py's default) and the groups.
 EXPORT_USER = "eval-user"
 DEFAULT_CATEGORY = "feedback"
+# The labeled regression set's vocabulary: what an item expects, and the splits. Candidates are written
+# in it; the eval harness (citadel/eval/rag.py) reads the sets it labels with it.
+EXPECTATIONS = ("answer", "refuse")
+SPLITS = ("", "dev", "test")
 TOOL_EXPECTATIONS = ("approve", "reject")
 ANSWER_LABEL_KEYS = frozenset({"expect", "expected_documents", "expected_answer", "expected_heading",
                                "expected_reason", "must_not_cite_documents", "groups", "category", "split"})
