@@ -7,10 +7,10 @@ from __future__ import annotations
 import time
 from datetime import date
 
+from citadel.answer.quantities import months_between, spell_duration, start_date
 from citadel.answer.validator import AnswerValidator
 from citadel.prompting.source import Source
-from citadel.quality.verifier import (CORRECTED, KEPT, REMOVED, ClaimVerifier, VerifierSettings, months_between,
-                                      spell_duration, start_date)
+from citadel.quality.verifier import CORRECTED, KEPT, REMOVED, ClaimVerifier, VerifierSettings
 from citadel.reader.fake import FakeReader
 from citadel.types import Passage
 
