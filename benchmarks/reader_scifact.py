@@ -22,9 +22,9 @@ sys.path.insert(0, str(ROOT))
 from citadel.config import load_config  # noqa: E402
 from citadel.eval import beir  # noqa: E402
 from citadel.eval.metrics import ndcg_at_k  # noqa: E402
-from citadel.reader.rerank import blended  # noqa: E402
 from citadel.reader.trained import TrainedReader  # noqa: E402
 from citadel.rerank.base import rerank_text  # noqa: E402
+from citadel.rerank.reader import blended
 from citadel.wiring import Wiring  # noqa: E402
 
 DATA = ROOT.parent / "shared" / "data" / "beir_scifact"

@@ -21,10 +21,10 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from citadel.answer.gate import term_idf, weighted_coverage  # noqa: E402
-from citadel.answer.text import term_set  # noqa: E402
-from citadel.wiring import Wiring  # noqa: E402
 from citadel.eval import squad  # noqa: E402
+from citadel.text import term_set
 from citadel.types import Principal  # noqa: E402
+from citadel.wiring import Wiring  # noqa: E402
 
 SENTENCE_BREAK = re.compile(r"(?<=[.!?])\s+")
 TOP_PASSAGES = 3

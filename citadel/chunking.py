@@ -361,3 +361,23 @@ def _longest_fit(text: str, start: int, cuts: "list[int] | range", budget: int, 
         else:
             high = middle - 1
     return best
+
+
+def trim_to_tokens(text: str, budget: int) -> str:
+    """The longest prefix of `text` with at most `budget` tokens (same estimate as chunking)."""
+    if budget <= 0:
+        return ""
+    for count, match in enumerate(TOKEN.finditer(text), start=1):
+        if count == budget:
+            return text[: match.end()]
+    return text
+
+
+def trim_tail_to_tokens(text: str, budget: int) -> str:
+    """The longest suffix of `text` with at most `budget` tokens."""
+    if budget <= 0:
+        return ""
+    matches = list(TOKEN.finditer(text))
+    if len(matches) <= budget:
+        return text
+    return text[matches[len(matches) - budget].start():]

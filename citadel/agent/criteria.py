@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from citadel import regex
 from citadel.agent.plan import MAX_ASK_CHARS
 from citadel.answer.gate import TermIdf, passage_terms, weighted_coverage
-from citadel.answer.text import STOPWORDS, content_terms
+from citadel.text import STOPWORDS, content_terms
 from citadel.types import Passage
 
 # A question asking whether a rule applies to a case (the router's "eligibility" rule, in short).

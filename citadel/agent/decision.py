@@ -41,8 +41,8 @@ from citadel.agent.evidence import UNIFORM_IDF
 from citadel.answer.gate import TermIdf
 from citadel.answer.quantities import (add_months, comparison_holds, months_between, parse_dates, spell_date,
                                        spell_duration, spell_figure, start_date)
-from citadel.answer.text import content_terms, sentence_pieces
 from citadel.prompting.source import Source
+from citadel.text import content_terms, sentence_pieces
 
 ELIGIBLE, NOT_ELIGIBLE, CONDITIONAL = "eligible", "not_eligible", "conditional"
 MET, FAILED, UNSETTLED = "met", "failed", "unsettled"

@@ -25,9 +25,9 @@ from citadel.agent.plan import SEARCH
 from citadel.agent.records import succeeded
 from citadel.answer.conflicts import predecessor_ids
 from citadel.answer.gate import TermIdf, passage_terms, term_idf, weighted_coverage
-from citadel.answer.text import STOPWORDS, content_terms, stem, words_of
 from citadel.catalog.base import DocumentRecord
 from citadel.chunking import count_tokens
+from citadel.text import STOPWORDS, content_terms, stem, words_of
 from citadel.types import Passage
 
 # Every term weighs the same when the tenant's IDF is not at hand (no partition loaded).

@@ -26,7 +26,7 @@ from citadel.reviews.evidence import MAX_EVIDENCE_QUOTE_CHARS
 from citadel.types import Passage
 
 # A part is confirmed from at most this many passages (the reader reads the sentences of the first
-# few sources only: citadel/reader/quote.py READ_SOURCES), which keeps a run's confirmation cheap.
+# few sources only: citadel/answer/quote.py READ_SOURCES), which keeps a run's confirmation cheap.
 CONFIRM_PASSAGES = 4
 # The sentence that starts each unconfirmed part's note (a caller can tell the note from the answer).
 UNCONFIRMED = "The documents I can see don't confirm"

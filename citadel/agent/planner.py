@@ -31,12 +31,12 @@ from citadel.agent.plan import (MAX_ASK_CHARS, MAX_CHECK_CHARS, MAX_CONFLICTS, M
                                 MAX_REPLY_CHARS, SEARCH, Plan, PlanInvalid, Reflection, parse_plan,
                                 parse_reflection)
 from citadel.answer.conflicts import resolved_conflicts
-from citadel.answer.text import content_terms
 from citadel.config import AgentConfig
 from citadel.errors import PlannerUnavailable
 from citadel.generation.backends import chat_completions_url
 from citadel.prompting.prompt import escape_fences
 from citadel.resilience.deadline import time_left
+from citadel.text import content_terms
 from citadel.tools.intents import RequestedAction
 
 # A piece of a question with fewer content terms than this ("and tenure") is not a question on its

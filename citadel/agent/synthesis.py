@@ -36,10 +36,10 @@ from citadel.answer.confirm import ConfirmSettings
 from citadel.answer.conflicts import resolution_note, resolved_conflicts, superseded_documents
 from citadel.answer.links import LinkPolicy
 from citadel.answer.service import NOT_CONFIRMED, REFUSAL_REPLIES
-from citadel.answer.text import content_terms
 from citadel.chunking import count_tokens
 from citadel.reviews.tasks import CLOSED, HOLD, Verdict
 from citadel.state.runs import EventType
+from citadel.text import content_terms
 from citadel.types import Degradation, Passage
 
 log = logging.getLogger(__name__)

@@ -12,10 +12,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Sequence
 
+from citadel.answer.quote import ScoredSentence, scored_sentences
 from citadel.answer.slots import AskedSlot, asked_slot, describe
 from citadel.prompting.source import Source
 from citadel.reader.base import Reader
-from citadel.reader.quote import ScoredSentence, scored_sentences
 
 
 @dataclass(frozen=True)

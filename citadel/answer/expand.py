@@ -29,7 +29,7 @@ from typing import Sequence
 
 from citadel import regex
 from citadel.answer.gate import passage_terms
-from citadel.chunking import TOKEN, count_tokens
+from citadel.chunking import count_tokens, trim_tail_to_tokens, trim_to_tokens
 from citadel.prompting.source import Source
 from citadel.segments.partition import Partition, SegmentCache
 from citadel.types import HEADING_SEPARATOR, Passage
@@ -143,26 +143,6 @@ def overlap_chars(previous: str, following: str) -> int:
             return len(tail)
         start = previous.find(probe, start + 1)
     return 0
-
-
-def trim_to_tokens(text: str, budget: int) -> str:
-    """The longest prefix of `text` with at most `budget` tokens (same estimate as chunking)."""
-    if budget <= 0:
-        return ""
-    for count, match in enumerate(TOKEN.finditer(text), start=1):
-        if count == budget:
-            return text[: match.end()]
-    return text
-
-
-def trim_tail_to_tokens(text: str, budget: int) -> str:
-    """The longest suffix of `text` with at most `budget` tokens."""
-    if budget <= 0:
-        return ""
-    matches = list(TOKEN.finditer(text))
-    if len(matches) <= budget:
-        return text
-    return text[matches[len(matches) - budget].start():]
 
 
 def section_window(texts: list[str], hit: int, budget: int) -> str:

@@ -13,12 +13,12 @@ from dataclasses import dataclass
 from typing import Sequence
 
 from citadel import regex
+from citadel.answer.quote import scored_sentences
 from citadel.answer.slots import asked_slot
-from citadel.answer.text import content_terms, document_name, sentence_pieces
 from citadel.generation.base import Generator
 from citadel.prompting.prompt import AssembledPrompt
 from citadel.prompting.source import Source
-from citadel.reader.quote import scored_sentences
+from citadel.text import content_terms, document_name, sentence_pieces
 
 # Each step down the source ranking discounts a sentence's score by this much (relative), so the
 # extractive answer prefers the stronger source when two sentences cover the question equally.

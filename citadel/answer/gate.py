@@ -21,8 +21,8 @@ import numpy as np
 
 from citadel.answer.clarify import NEEDS_CLARIFICATION
 from citadel.answer.glossary import EMPTY_GLOSSARY, Glossary
-from citadel.answer.text import content_terms, document_name, term_set
 from citadel.segments.partition import Partition, SegmentCache, sampled_texts
+from citadel.text import content_terms, document_name, term_set
 from citadel.types import Passage
 
 LOW_COVERAGE = "low_coverage"

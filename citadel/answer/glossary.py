@@ -24,8 +24,8 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 
 from citadel import regex
-from citadel.answer.text import STOPWORDS, content_terms
 from citadel.segments.partition import Partition, SegmentCache, sampled_texts
+from citadel.text import STOPWORDS, content_terms
 
 # "Long Form Words (LFW)": an acronym-like token alone in parentheses.
 ACRONYM_IN_PARENTHESES = regex.compile("answer.glossary.acronym_in_parentheses", r"\(([A-Za-z0-9]{2,9})\)")

@@ -11,7 +11,7 @@ from __future__ import annotations
 from datetime import date
 
 from citadel import regex
-from citadel.answer.text import sentence_pieces
+from citadel.text import sentence_pieces
 
 NUMBER = r"\d[\d,]*(?:\.\d+)?"
 _MONTHS = ("january", "february", "march", "april", "may", "june", "july", "august", "september", "october",

@@ -18,7 +18,7 @@ from typing import Callable, Protocol, Sequence
 
 import numpy as np
 
-from citadel.answer.text import STOPWORDS, stem, words_of
+from citadel.text import STOPWORDS, stem, words_of
 
 # A word's cosine to a passage is mapped linearly from [LOW, HIGH] onto [0, 1]: at or below LOW it
 # says nothing (unrelated words score ~0-0.1 on MiniLM), at HIGH it counts like the word itself.

@@ -32,7 +32,6 @@ from citadel.answer.glossary import glossary_of
 from citadel.answer.links import LinkPolicy
 from citadel.answer.semantic import ClaimSupport, term_matches
 from citadel.answer.slots import asked_slot
-from citadel.answer.text import content_terms, decompound, spell_out_shorthand
 from citadel.answer.validator import (AnswerValidator, ValidatedAnswer, marker_numbers, renumber_markers,
                                       strip_markers)
 from citadel.catalog.base import Catalog
@@ -50,6 +49,7 @@ from citadel.prompting.source import Source
 from citadel.rerank.base import Reranker
 from citadel.retrieval.partitions import PartitionCache
 from citadel.segments.partition import Partition
+from citadel.text import content_terms, decompound, spell_out_shorthand
 from citadel.tools.spec import MODEL_TARGET
 from citadel.types import Degradation, Passage, Principal
 

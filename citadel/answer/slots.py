@@ -30,7 +30,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from citadel import regex
-from citadel.answer.text import LIST_BULLET, SENTENCE_BREAK, WORD, content_terms, stem
+from citadel.text import LIST_BULLET, SENTENCE_BREAK, WORD, content_terms, stem
 
 SLOT_KINDS = ("amount", "percentage", "duration", "date", "count", "contact", "yes_no", "list", "open")
 # When a question carries cues of several kinds, the first of these wins.

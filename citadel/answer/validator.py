@@ -21,8 +21,8 @@ from citadel import regex
 from citadel.answer.expand import source_terms
 from citadel.answer.extractive import select_evidence
 from citadel.answer.semantic import ClaimSupport
-from citadel.answer.text import LIST_BULLET, content_terms
 from citadel.prompting.source import Source
+from citadel.text import LIST_BULLET, content_terms
 
 MARKER = regex.compile("answer.validator.marker", r"\[(\d+(?:\s*[,;]\s*\d+)*)\]")
 # Small models write "source 2" or "[Source 2]" instead of "[2]"; read those as markers, or their

@@ -39,10 +39,10 @@ from typing import Callable, Sequence
 from citadel import regex
 from citadel.answer.quantities import (NUMBER, comparison_holds, months_between, parse_dates, spell_date,
                                        spell_duration, spell_figure, start_date)
-from citadel.answer.text import content_terms, sentence_pieces
 from citadel.answer.validator import (FIGURE, SOURCE_MENTION, figure_value, marker_numbers, split_claims,
                                       strip_markers)
 from citadel.prompting.source import Source
+from citadel.text import content_terms, sentence_pieces
 
 KEPT, REMOVED, CORRECTED = "kept", "removed", "corrected"
 # What settled a claim (a verdict's `check`).

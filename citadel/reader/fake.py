@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from citadel.answer.text import content_terms
 from citadel.reader.base import bounded
+from citadel.text import content_terms
 
 FLOOR = 0.05
 SPAN = 0.9

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 
-from citadel.answer.text import content_terms, split_sentences
+from citadel.text import content_terms, split_sentences
 
 SQUAD_FILE = Path("squad2") / "dev-v2.0.json"
 # Articles held out of training (by position in the file, chosen once with the seed below): the

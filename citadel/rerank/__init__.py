@@ -1,4 +1,5 @@
-"""Rerankers: none, a local cross-encoder, or the packaged small LM as a yes/no judge."""
+"""Rerankers: none, a local cross-encoder, the packaged small LM as a yes/no judge, or the reader
+(reader.py: the project's reader rescoring the fused candidates)."""
 
 from citadel.rerank.backends import CrossEncoderReranker, LLMJudgeReranker, NoRerank, make_reranker
 from citadel.rerank.base import Reranker, RerankError

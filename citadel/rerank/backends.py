@@ -110,7 +110,7 @@ class LLMJudgeReranker:
             raise RerankError(str(error), code="model_missing") from error
 
     def prompts(self, tokenizer, query: str, passages: Sequence[Passage]) -> list[str]:
-        from citadel.answer.expand import trim_to_tokens
+        from citadel.chunking import trim_to_tokens
 
         return [tokenizer.apply_chat_template(
             [{"role": "system", "content": JUDGE_SYSTEM},
@@ -151,7 +151,7 @@ def make_reranker(config, reader=None) -> Reranker:
         return NoRerank()
     if config.reranker == "reader":
         from citadel.reader.factory import make_reader
-        from citadel.reader.rerank import ReaderReranker
+        from citadel.rerank.reader import ReaderReranker
 
         return ReaderReranker(reader or make_reader(config), config.reader_fusion_weight, config.reader_candidates)
     if config.reranker == "cross_encoder":

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from citadel.answer.text import content_terms, split_sentences
+from citadel.text import content_terms, split_sentences
 from citadel.types import Passage
 
 # A reviewer sees this many lines of evidence beside a proposal, each at most this long.

@@ -14,10 +14,10 @@ from types import SimpleNamespace
 
 import pytest
 
-from citadel.answer.text import content_terms
 from citadel.reader.base import ReaderError
 from citadel.reader.factory import make_reader
 from citadel.reader.memo import MemoReader
+from citadel.text import content_terms
 from tests.chat_server import ChatServer
 from tests.conformance.suites.reader import ReaderConformance
 

@@ -36,7 +36,7 @@ MODULES = [
     "citadel.parsing.text",
     "citadel.parsing.pdf", "citadel.chunking", "citadel.ingest.sources", "citadel.index.bm25", "citadel.embedding.fake",
     "citadel.answer.conflicts", "citadel.answer.expand", "citadel.answer.extractive", "citadel.prompting.prompt",
-    "citadel.answer.text", "citadel.answer.validator", "citadel.answer.glossary", "citadel.answer.slots",
+    "citadel.text", "citadel.answer.validator", "citadel.answer.glossary", "citadel.answer.slots",
     "citadel.eval.rag",
     "citadel.eval.squad", "citadel.agent.plan", "citadel.agent.planner",
     "citadel.agent.memory", "citadel.agent.decision",

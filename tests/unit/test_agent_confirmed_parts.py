@@ -15,8 +15,8 @@ from citadel.agent.parts import OFFER, PartCheck, citation_number, in_context, p
 from citadel.ingest.sources import AclSpec, discover
 from citadel.prompting.source import Source
 from citadel.reader.fake import FakeReader
-from citadel.reader.rerank import ReaderReranker
 from citadel.rerank.backends import NoRerank
+from citadel.rerank.reader import ReaderReranker
 from citadel.retrieval.retriever import RetrievalResult
 from citadel.state.runs import EventType, MemoryRunStore
 from citadel.types import Passage

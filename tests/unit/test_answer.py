@@ -16,7 +16,6 @@ from citadel.answer.extractive import ExtractiveGenerator
 from citadel.answer.gate import (LOW_COVERAGE, NO_ELIGIBLE_SOURCE, ConfidenceGate, GateThresholds,
                                  compute_term_idf, term_idf)
 from citadel.answer.service import outcome_of
-from citadel.answer.text import content_terms, decompound, sentence_pieces, spell_out_shorthand, stem
 from citadel.answer.validator import AnswerValidator, renumber_markers
 from citadel.catalog.base import DocumentRecord
 from citadel.config import AgentConfig
@@ -26,6 +25,7 @@ from citadel.ingest.sources import AclSpec, discover
 from citadel.prompting.prompt import SYSTEM_PROMPT, PromptAssembler, escape_fences
 from citadel.prompting.source import Source
 from citadel.retrieval.fusion import cap_with_focus, focused_document
+from citadel.text import content_terms, decompound, sentence_pieces, spell_out_shorthand, stem
 from citadel.types import Passage, Principal
 
 STAFF = Principal("t", "u1", frozenset({"staff"}))

@@ -14,10 +14,10 @@ from citadel.answer.gate import (CLARIFY, NEEDS_CLARIFICATION, GateSignals, comp
 from citadel.answer.gate_model import (PACKAGED_MODEL, CalibratedGate, GateExample, GateModel, fit_gate_model)
 from citadel.answer.semantic import ClaimSupport, match_strength, question_words, term_matches
 from citadel.answer.service import QueryVectorMemo
-from citadel.answer.text import stem
 from citadel.answer.validator import AnswerValidator
 from citadel.eval import rag
 from citadel.prompting.source import Source
+from citadel.text import stem
 from citadel.types import Passage
 
 MODEL = "test-embedder"

@@ -14,7 +14,7 @@ from citadel import regex
 from citadel.answer import glossary as glossary_module
 from citadel.answer.glossary import (EMPTY_GLOSSARY, MAX_ADDITIONS, Glossary, acronym_key, definitions,
                                      glossary_of, initials_cost, mine_glossary)
-from citadel.answer.text import term_set
+from citadel.text import term_set
 
 HANDBOOK = Path("/work/shared/data/corpora/18f-handbook")
 

@@ -12,7 +12,7 @@ from citadel.reader.base import ReaderError
 from citadel.reader.fake import FakeReader
 from citadel.reader.memo import MemoReader
 from citadel.reader.network import MANIFEST_FILE, WEIGHTS_FILE, read_artefact
-from citadel.reader.rerank import ReaderReranker, blended
+from citadel.rerank.reader import ReaderReranker, blended
 from citadel.types import Passage
 
 

@@ -13,9 +13,9 @@ import re
 
 import pytest
 
-from citadel.answer.text import content_terms
 from citadel.generation.base import Generator, GeneratorError
 from citadel.prompting.source import Source
+from citadel.text import content_terms
 from citadel.types import Passage
 
 QUESTION = "Who approves travel for contractors?"

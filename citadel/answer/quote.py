@@ -2,9 +2,9 @@
 
 Both the confirmation of the asked fact (citadel/answer/confirm.py) and the extractive generator's
 quotes read the same sentences of the same numbered sources, in the same order, so a shared memo
-(memo.py) scores each pair once. At most `MAX_SENTENCES` are read: a cheap pre-selection keeps the
-sentences of the strongest sources that share a word with the question or hold a value of the kind
-the question asks for, best sources first.
+(citadel/reader/memo.py) scores each pair once. At most `MAX_SENTENCES` are read: a cheap
+pre-selection keeps the sentences of the strongest sources that share a word with the question or
+hold a value of the kind the question asks for, best sources first.
 """
 
 from __future__ import annotations
@@ -13,9 +13,9 @@ from dataclasses import dataclass
 from typing import Sequence
 
 from citadel.answer.slots import AskedSlot, holds_slot, subject_share
-from citadel.answer.text import content_terms, sentence_pieces
 from citadel.prompting.source import Source
 from citadel.reader.base import Reader
+from citadel.text import content_terms, sentence_pieces
 
 MAX_SENTENCES = 40
 READ_SOURCES = 4

@@ -1,7 +1,9 @@
-"""Term and sentence helpers shared by the gate, the extractive generator and the validator.
+"""Term and sentence helpers shared by every room that reads text: the gate, the extractive generator
+and the validator (citadel/answer/), the reader's fake and training (citadel/reader/), the agent's
+evidence and the claim verifier.
 
-All three must agree on what a "term" is, or the gate would pass a question the generator cannot
-quote and the validator would reject sentences the generator copied verbatim. Terms are lowercase
+The answer's three must agree on what a "term" is, or the gate would pass a question the generator
+cannot quote and the validator would reject sentences the generator copied verbatim. Terms are lowercase
 words, stopwords removed, reduced by a small suffix stripper so "approve", "approved" and "approval"
 meet; the stripper only has to be consistent, not linguistically right.
 """
@@ -13,7 +15,7 @@ from typing import Callable
 
 from citadel import regex
 
-WORD = regex.compile("answer.text.word", r"[a-z0-9]+")
+WORD = regex.compile("text.word", r"[a-z0-9]+")
 # Shortest stem a suffix may leave: shorter stems conflate unrelated words ("us" from "user").
 MIN_STEM = 3
 # (suffix, replacement), longest first; the first rule that leaves a long-enough stem wins.
@@ -50,7 +52,7 @@ happens mean means
 # A year before the quarter only as "2024q2", after it only as "4q23" (with no "fy"): RE2 has no
 # look-around, so `period_shorthand` checks the second rule in code.
 PERIOD_SHORTHAND = regex.compile(
-    "answer.text.period_shorthand",
+    "text.period_shorthand",
     r"(?:(?P<year_before>\d{4})?q(?P<q>[1-4])|(?P<q_before>[1-4])q)?"
     r"(?:(?P<fy>fy)(?P<fy_year>\d{4}|\d{2})?)?"
     r"(?P<year_after>\d{2}|\d{4})?"
@@ -68,9 +70,9 @@ def period_shorthand(word: str):
 QUARTER_ORDINALS = ("first", "second", "third", "fourth")
 PERCENT = "percent"
 PERCENT_WORDS = frozenset({"percentage", "percentages", "pct"})
-PERCENT_SIGN = regex.compile("answer.text.percent_sign", r"%")
+PERCENT_SIGN = regex.compile("text.percent_sign", r"%")
 # A whole run of letters and digits (a greedy run is maximal, so no look-around is needed).
-SHORTHAND_CANDIDATE = regex.compile("answer.text.shorthand_candidate", r"[a-z0-9]+", regex.IGNORECASE)
+SHORTHAND_CANDIDATE = regex.compile("text.shorthand_candidate", r"[a-z0-9]+", regex.IGNORECASE)
 
 # File names that say nothing about the document ("docs/leave/index.md").
 GENERIC_FILE_STEMS = frozenset({"index", "readme", "_index", "default", "main", "document", "untitled"})
@@ -79,20 +81,20 @@ MIN_COMPOUND_PART = 3
 
 # After ., ! or ? (optionally closed by a quote or bracket) and whitespace.
 # Whitespace after ".", "!" or "?" (and one closing quote or bracket): the cut is the whitespace.
-SENTENCE_BREAK = regex.compile("answer.text.sentence_break", r"[.!?][\"'”’)\]]?(?P<cut>\s+)")
-PARAGRAPH_BREAK = regex.compile("answer.text.paragraph_break", r"\n\s*\n")
+SENTENCE_BREAK = regex.compile("text.sentence_break", r"[.!?][\"'”’)\]]?(?P<cut>\s+)")
+PARAGRAPH_BREAK = regex.compile("text.paragraph_break", r"\n\s*\n")
 # A line that starts its own piece even without a blank line before it: list items, headings,
 # table rows. Any other line break inside a paragraph is a hard wrap and reads as a space.
 # Bullets include those PDF text extraction produces ("·", "▪", "◦", the private-use "\uf0b7").
 BULLETS = r"\-*+•·▪◦‣\uf0b7"
-OWN_LINE = regex.compile("answer.text.own_line", rf"^\s*(?:[{BULLETS}]|\d+[.)]|#+|\|)\s*")
-MARKDOWN_HEADING = regex.compile("answer.text.markdown_heading", r"^#{1,6}\s")
-LIST_BULLET = regex.compile("answer.text.list_bullet", rf"^\s*(?:[{BULLETS}]|\d+[.)]|#+)\s+")
+OWN_LINE = regex.compile("text.own_line", rf"^\s*(?:[{BULLETS}]|\d+[.)]|#+|\|)\s*")
+MARKDOWN_HEADING = regex.compile("text.markdown_heading", r"^#{1,6}\s")
+LIST_BULLET = regex.compile("text.list_bullet", rf"^\s*(?:[{BULLETS}]|\d+[.)]|#+)\s+")
 # A row of a table extracted from a PDF: a label and figure cells, no separators ("Operating
 # income  6,098  5,802  4,237"). Figure-like tokens: amounts, percentages, bracketed negatives,
 # dashes for nil, lone currency or percent signs.
 FIGURE_CELL = regex.compile(
-    "answer.text.figure_cell", r"^[(\[]?[$€£]?\(?[-+]?\d[\d,]*(?:\.\d+)?\)?%?[)\]]?,?$|^[$€£%—–-]$"
+    "text.figure_cell", r"^[(\[]?[$€£]?\(?[-+]?\d[\d,]*(?:\.\d+)?\)?%?[)\]]?,?$|^[$€£%—–-]$"
 )
 MIN_ROW_FIGURES = 2
 MIN_ROW_FIGURE_SHARE = 0.4
