@@ -23,6 +23,7 @@ from citadel.errors import Conflict, InvalidRequest, InvalidTenant, NotFound
 from citadel.state.base import StateUnavailable
 from citadel.tools.approvals import MAX_ARGS_CHARS, MAX_COMMENT_CHARS, Approval, ApprovalStatus, ApprovalStore
 from citadel.tools.factory import make_approval_store
+from tests.conformance.suites.store_pair import StorePairFixtures
 from tests.settable_clock import SettableClock
 
 REPO = Path(__file__).resolve().parents[3]
@@ -96,21 +97,8 @@ store.close()
 """
 
 
-class ApprovalStoreConformance:
-    """Override `backend` with a Backend of one kind: `open()` opens a store, a second call a peer
-    on the same data."""
-
-    @pytest.fixture
-    def backend(self):
-        raise NotImplementedError("a conformance subclass provides the backend under test")
-
-    @pytest.fixture
-    def store(self, backend) -> ApprovalStore:
-        return backend.open()
-
-    @pytest.fixture
-    def peer(self, backend, store) -> ApprovalStore:
-        return backend.open()
+class ApprovalStoreConformance(StorePairFixtures):
+    """The ApprovalStore contract; the fixtures (`backend`, `store`, `peer`): StorePairFixtures."""
 
     def test_factory_picks_the_backend_and_satisfies_the_protocol(self, backend, store):
         expected = {"memory": "MemoryApprovalStore", "sqlite": "SQLiteApprovalStore"}[backend.kind]

@@ -18,6 +18,7 @@ from citadel.state.base import StateUnavailable
 from citadel.state.conversations import (ASSISTANT, FROM_USER, USER, Conversation, ConversationStore, Memory, Message,
                                          SourceRef, SummaryLine)
 from citadel.state.factory import make_conversation_store
+from tests.conformance.suites.store_pair import StorePairFixtures
 from tests.settable_clock import SettableClock
 
 START = 1_800_000_000.0
@@ -71,21 +72,8 @@ def _gone(store, conversation_id: str) -> bool:
             and store.summary(conversation_id) == ([], 0))
 
 
-class ConversationStoreConformance:
-    """Override `backend` with a Backend of one kind: `open()` opens a store, a second call a peer
-    on the same data."""
-
-    @pytest.fixture
-    def backend(self):
-        raise NotImplementedError("a conformance subclass provides the backend under test")
-
-    @pytest.fixture
-    def store(self, backend) -> ConversationStore:
-        return backend.open()
-
-    @pytest.fixture
-    def peer(self, backend, store) -> ConversationStore:
-        return backend.open()
+class ConversationStoreConformance(StorePairFixtures):
+    """The ConversationStore contract; the fixtures (`backend`, `store`, `peer`): StorePairFixtures."""
 
     def test_factory_picks_the_backend_and_satisfies_the_protocol(self, backend, store):
         expected = {"memory": "MemoryConversationStore", "sqlite": "SQLiteConversationStore"}[backend.kind]

@@ -22,6 +22,7 @@ from citadel.config import CitadelConfig, StateConfig
 from citadel.state.base import StateUnavailable
 from citadel.state.factory import make_run_store
 from citadel.state.runs import MAX_EVENTS_PER_READ, EventType, Run, RunStatus, RunStore
+from tests.conformance.suites.store_pair import StorePairFixtures
 from tests.settable_clock import SettableClock
 
 REPO = Path(__file__).resolve().parents[3]
@@ -103,21 +104,8 @@ def _gone(store, run_id: str) -> bool:
             and not store.cancel_requested(run_id))
 
 
-class RunStoreConformance:
-    """Override `backend` with a Backend of one kind: `open()` opens a store, a second call a peer
-    on the same data."""
-
-    @pytest.fixture
-    def backend(self):
-        raise NotImplementedError("a conformance subclass provides the backend under test")
-
-    @pytest.fixture
-    def store(self, backend) -> RunStore:
-        return backend.open()
-
-    @pytest.fixture
-    def peer(self, backend, store) -> RunStore:
-        return backend.open()
+class RunStoreConformance(StorePairFixtures):
+    """The RunStore contract; the fixtures (`backend`, `store`, `peer`): StorePairFixtures."""
 
     def test_factory_picks_the_backend_and_satisfies_the_protocol(self, backend, store):
         expected = {"memory": "MemoryRunStore", "sqlite": "SQLiteRunStore", "redis": "RedisRunStore"}[backend.kind]
