@@ -95,6 +95,12 @@ class Wiring:
 
         return GuardedCatalog(self.raw_catalog, self.resilience.guard("catalog"))
 
+    def close(self) -> None:
+        """Close the catalog if this runtime opened it (it opens on first use, so a runtime that never
+        read it holds no connection): runtimes that share one home in turn close theirs."""
+        if "catalog" in self.__dict__:
+            self.catalog.close()
+
     @cached_property
     def state(self):
         from citadel.state.factory import make_state

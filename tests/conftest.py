@@ -50,5 +50,4 @@ def make_runtime(tmp_path):
 
     yield build
     for runtime in runtimes:
-        if "catalog" in runtime.__dict__:
-            runtime.catalog.close()
+        runtime.close()

@@ -209,5 +209,4 @@ def _measured(source: Optional[Path], config: Optional[Path], subset: str, sets,
     try:
         return gate_eval.measure(runtime, gate_eval.SUBSETS[subset], sets, progress)
     finally:
-        if "catalog" in runtime.__dict__:  # opened lazily; two runtimes share one home in turn
-            runtime.catalog.close()
+        runtime.close()

@@ -32,5 +32,4 @@ def rag_runtime(tmp_path_factory):
         rag.build_tenants(runtime, rag.SHARED_DATA, rag.DEFAULT_OVERLAY)
         yield runtime
     finally:
-        if "catalog" in runtime.__dict__:
-            runtime.catalog.close()
+        runtime.close()

@@ -70,8 +70,7 @@ def pdf_report(tmp_path_factory):
     try:
         report = pdfs.run(runtime, pdf_dir)
     finally:
-        if "catalog" in runtime.__dict__:
-            runtime.catalog.close()
+        runtime.close()
     print(pdfs.format_table(report))
     return report
 

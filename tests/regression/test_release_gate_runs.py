@@ -44,8 +44,7 @@ def _measured(runtime, items) -> tuple[str, dict]:
     try:
         return effective_bundle(runtime.config).id, {"regression": gate_eval.answer_figures(runtime, items)}
     finally:
-        if "catalog" in runtime.__dict__:
-            runtime.catalog.close()
+        runtime.close()
 
 
 @pytest.mark.slow
