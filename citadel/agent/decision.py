@@ -39,8 +39,8 @@ from citadel import regex
 from citadel.agent.criteria import ELIGIBILITY, CriterionCheck, case_object, criteria_checks, criteria_rows
 from citadel.agent.evidence import UNIFORM_IDF
 from citadel.answer.gate import TermIdf
-from citadel.answer.quantities import (add_months, comparison_holds, months_between, parse_dates, spell_date,
-                                       spell_duration, spell_figure, start_date)
+from citadel.answer.quantities import (add_months, comparison_holds, months_between, parse_dates, parse_figure,
+                                       spell_date, spell_duration, spell_figure, start_date)
 from citadel.prompting.source import Source
 from citadel.text import content_terms, sentence_pieces
 
@@ -167,11 +167,8 @@ def _space(text: str | None) -> str:
 
 
 def _figure(token: str, scale: str | None) -> float | None:
-    try:
-        value = float(token.strip("$€£%").replace(",", ""))
-    except ValueError:
-        return None
-    return value * SCALES.get(_space(scale).lower(), 1.0)
+    value = parse_figure(token)
+    return None if value is None else value * SCALES.get(_space(scale).lower(), 1.0)
 
 
 def _currency(token: str, unit: str) -> str:

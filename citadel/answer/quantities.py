@@ -87,6 +87,14 @@ def spell_duration(months: int) -> str:
     return " ".join(parts)
 
 
+def parse_figure(token: str) -> float | None:
+    """A figure as text writes it ("$740,000", "12%", "1.5") as a number; None when it is not one."""
+    try:
+        return float(token.strip("$€£%").replace(",", ""))
+    except ValueError:
+        return None
+
+
 def spell_figure(value: float, like: str) -> str:
     """`value` written the way `like` writes a figure (currency sign, grouping, decimals)."""
     prefix = like[0] if like[:1] in "$€£" else ""

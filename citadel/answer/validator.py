@@ -20,6 +20,7 @@ from typing import Mapping, Sequence
 from citadel import regex
 from citadel.answer.expand import source_terms
 from citadel.answer.extractive import select_evidence
+from citadel.answer.quantities import parse_figure
 from citadel.answer.semantic import ClaimSupport
 from citadel.prompting.source import Source
 from citadel.text import LIST_BULLET, content_terms
@@ -83,11 +84,8 @@ def strip_markers(claim: str) -> str:
 
 def figure_value(token: str) -> str:
     """A figure without currency, grouping or percent signs, so "$1,000" matches "1000"."""
-    cleaned = token.strip("$€£%").replace(",", "")
-    try:
-        return repr(float(cleaned))
-    except ValueError:
-        return cleaned
+    value = parse_figure(token)
+    return repr(value) if value is not None else token.strip("$€£%").replace(",", "")
 
 
 class AnswerValidator:

@@ -37,7 +37,7 @@ from datetime import date
 from typing import Callable, Sequence
 
 from citadel import regex
-from citadel.answer.quantities import (NUMBER, comparison_holds, months_between, parse_dates, spell_date,
+from citadel.answer.quantities import (NUMBER, comparison_holds, months_between, parse_dates, parse_figure, spell_date,
                                        spell_duration, spell_figure, start_date)
 from citadel.answer.validator import (FIGURE, SOURCE_MENTION, figure_value, marker_numbers, split_claims,
                                       strip_markers)
@@ -175,13 +175,6 @@ def duration_holds(stated_months: int, qualifier: str, true_months: int, years_o
 
 
 # ---------------------------------------------------------------------------- figures
-def _number(token: str) -> float | None:
-    try:
-        return float(token.strip("$€£%").replace(",", ""))
-    except ValueError:
-        return None
-
-
 def _normalised(text: str) -> str:
     return WHITESPACE.sub(" ", text.lower()).strip().strip(TRAILING).strip()
 
@@ -312,10 +305,10 @@ class ClaimVerifier:
         if match is None:
             return None
         total_token = match.group("total")
-        total = _number(total_token)
+        total = parse_figure(total_token)
         addends = [m.group("figure") for m in FIGURE.scan(body[:match.start(1)], resume="figure")]
         addends += [m.group("figure") for m in FIGURE.scan(body[match.end(1):], resume="figure")]
-        values = [v for v in (_number(a) for a in addends if not a.endswith("%")) if v is not None]
+        values = [v for v in (parse_figure(a) for a in addends if not a.endswith("%")) if v is not None]
         present = {figure_value(m.group("figure")) for m in FIGURE.scan(evidence, resume="figure")}
         if total is None or len(values) < 2 or not {figure_value(a) for a in addends} <= present:
             return None  # a total needs its addends, each one the source's own figure
@@ -331,7 +324,7 @@ class ClaimVerifier:
         for match in COMPARISON_PHRASE.finditer(body):
             if body[match.end():].lstrip().lower().startswith(DURATION_UNITS):
                 continue  # "… 2026) ≥ 2 years": a duration threshold, not a figure (`_dated_duration`'s)
-            left, right = _number(match.group("left")), _number(match.group("right"))
+            left, right = parse_figure(match.group("left")), parse_figure(match.group("right"))
             if left is None or right is None:
                 continue
             op = WHITESPACE.sub(" ", match.group("op"))
