@@ -15,7 +15,6 @@ room may import it.
 from __future__ import annotations
 
 from enum import Enum
-from typing import Any, Mapping
 
 
 class CitadelError(Exception):
@@ -269,19 +268,6 @@ class PlannerUnavailable(Unavailable):
     """The planner's server could not be reached or answered with an error."""
 
     code = "planner_unavailable"
-
-
-class ApprovalRequired(CitadelError):
-    """A T2 call needs a person's approval before it runs: the run parks until one is decided."""
-
-    code = "approval_required"
-    http_status = 202
-
-    def __init__(self, spec: Any, arguments: Mapping[str, Any]):
-        # `spec` is a citadel.tools.spec.ToolSpec (not imported: this module imports nothing above it).
-        super().__init__(f"{spec.name} needs an approval from {spec.approver_group}")
-        self.spec = spec
-        self.arguments = dict(arguments)
 
 
 class ToolNotAllowed(Forbidden):

@@ -19,7 +19,6 @@ from citadel.agent.evidence import EvidenceSet, gathered
 from citadel.agent.journal import RunJournal, RunState
 from citadel.agent.plan import Step
 from citadel.agent.records import UNSET, ApprovalRecord, RecordKey, StepOutcome, StepResult
-from citadel.errors import ApprovalRequired
 from citadel.reviews.checks import answer_check, single_shot_verdict
 from citadel.reviews.evidence import evidence_lines
 from citadel.reviews.tasks import (GO, MAX_REVIEW_ROUNDS, FailedCheck, ReviewPolicy, ReviewReason, Verdict, held_body,
@@ -27,7 +26,7 @@ from citadel.reviews.tasks import (GO, MAX_REVIEW_ROUNDS, FailedCheck, ReviewPol
 from citadel.state.runs import EventType
 from citadel.tools.approvals import Approval, ApprovalStatus, ApprovalStore
 from citadel.tools.honeypots import HoneypotPlanter
-from citadel.tools.registry import ToolRefused, ToolRegistry
+from citadel.tools.registry import NeedsApproval, Refused, ToolRegistry
 from citadel.tools.spec import RiskTier
 from citadel.types import Passage
 
@@ -36,6 +35,8 @@ REVIEWABLE = {"outside_limits": ReviewReason.ACTION_OUT_OF_SCOPE,
               "invalid_tool_response": ReviewReason.INVALID_TOOL_RESPONSE}
 # A held answer's review tasks are keyed by this base (a step's by its step id).
 ANSWER_REVIEW = "answer"
+# A T2 call's step fails with this error where no approval store could hold its request.
+NO_APPROVALS = "approval_required"
 
 
 @dataclass(frozen=True)
@@ -108,20 +109,20 @@ class ApprovalFlow:
             return None
         return corrected if self.reviews.tool_reviewers(spec) == spec.approver_group else None
 
-    def on_approval_required(self, required: ApprovalRequired) -> StepResult:
+    def on_approval_required(self, needed: NeedsApproval) -> StepResult:
         """A T2 call asked for a person's approval: the step waits for it (fails without a store)."""
         if self.approvals is None:
-            return StepResult.failed(required.code)
-        return StepResult(StepOutcome.NEEDS_APPROVAL, tool=required.spec.name, arguments=required.arguments)
+            return StepResult.failed(NO_APPROVALS)
+        return StepResult(StepOutcome.NEEDS_APPROVAL, tool=needed.spec.name, arguments=dict(needed.arguments))
 
-    def on_refused(self, step: Step, refused: ToolRefused, rounds: int) -> StepResult:
+    def on_refused(self, step: Step, refused: Refused, rounds: int) -> StepResult:
         """The policy engine refused the call: a person settles it where they can (the reviewer
         corrects the arguments or the system, asks or rejects), else the step fails."""
-        reason = REVIEWABLE.get(refused.code)
+        reason = REVIEWABLE.get(refused.reason)
         if reason is not None and self.approvals is not None and rounds < MAX_REVIEW_ROUNDS:
             return StepResult(StepOutcome.NEEDS_REVIEW, reason=str(reason), tool=step.tool, arguments=dict(step.args),
-                              detail=refused.message, round=rounds + 1)
-        return StepResult.failed(refused.code)
+                              detail=refused.detail, round=rounds + 1)
+        return StepResult.failed(refused.reason)
 
     # ------------------------------------------------------------------ parking
     def park(self, state: RunState, step: Step, result: StepResult) -> None:

@@ -24,7 +24,7 @@ from citadel.agent.plan import MAX_QUERY_CHARS, SEARCH, Step
 from citadel.errors import InvalidToolArguments
 from citadel.guardrails.planted import split_screened
 from citadel.retrieval.retriever import PassageRetriever
-from citadel.tools.registry import StepTools
+from citadel.tools.registry import StepTools, ToolOutcome
 from citadel.tools.spec import RiskTier
 from citadel.types import Degradation, Principal
 
@@ -95,15 +95,16 @@ class StepContext:
 
 
 class StepExecutor(Protocol):
-    """Runs one step with the tools it may use; a JSON-able result ({"passages": [...]} for search).
-    Injectable, so a test can count executions or hold steps at a barrier."""
+    """Runs one step with the tools it may use; a JSON-able result ({"passages": [...]} for search), or
+    why its call did not run (citadel/tools/registry.py `ToolOutcome`). Injectable, so a test can count
+    executions or hold steps at a barrier."""
 
-    def execute(self, context: StepContext, step: Step, tools: StepTools) -> dict[str, Any]: ...
+    def execute(self, context: StepContext, step: Step, tools: StepTools) -> ToolOutcome: ...
 
 
 class ToolStepExecutor:
     """The default executor: the step's one tool, called with its arguments."""
 
-    def execute(self, context: StepContext, step: Step, tools: StepTools) -> dict[str, Any]:
+    def execute(self, context: StepContext, step: Step, tools: StepTools) -> ToolOutcome:
         return tools.call(step.tool, context.principal, step.ask, step.args, context.request_id(step),
                           context.approved)

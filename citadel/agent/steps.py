@@ -18,7 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from citadel.agent.approval_flow import ApprovalFlow
+from citadel.agent.approval_flow import NO_APPROVALS, ApprovalFlow
 from citadel.agent.budget import RunBudget
 from citadel.agent.evidence import passage_from_record, passage_record, passage_tokens
 from citadel.agent.executor import StepContext, StepExecutor
@@ -27,10 +27,10 @@ from citadel.agent.plan import SEARCH, Step
 from citadel.agent.records import RecordKey, RefreshRecord, StepOutcome, StepResult, StopReason, succeeded
 from citadel.chunking import count_tokens
 from citadel.config import AgentConfig
-from citadel.errors import ApprovalRequired, CitadelError
+from citadel.errors import CitadelError, Forbidden
 from citadel.reviews.tasks import FlaggedSource
 from citadel.state.runs import EventType
-from citadel.tools.registry import ToolRefused, ToolRegistry
+from citadel.tools.registry import NeedsApproval, Refused, ToolOutcome, ToolRegistry
 from citadel.tracing import emit_span
 
 log = logging.getLogger(__name__)
@@ -140,16 +140,18 @@ class StepRunner:
     def _attempt(self, state: RunState, step: Step, approved: dict[str, Any] | None, rounds: int) -> StepResult:
         """The cleared step run; a call that needs a person's approval or that the policy engine
         refused becomes the request or review it needs."""
-        try:
-            return self._run(state, step, approved)
-        except ApprovalRequired as required:
-            return self.flow.on_approval_required(required)
-        except ToolRefused as refused:
-            return self.flow.on_refused(step, refused, rounds)
+        match self.executor.execute(StepContext(state.run_id, state.principal, approved), step,
+                                    self.tools.for_step(step)):
+            case NeedsApproval() as needed:
+                return self.flow.on_approval_required(needed)
+            case Refused() as refused:
+                return self.flow.on_refused(step, refused, rounds)
+            case found:
+                return self._ran(found)
 
-    def _run(self, state: RunState, step: Step, approved: dict[str, Any] | None) -> StepResult:
-        found = self.executor.execute(StepContext(state.run_id, state.principal, approved), step,
-                                      self.tools.for_step(step))
+    @staticmethod
+    def _ran(found: dict[str, Any]) -> StepResult:
+        """A step whose call ran: the passages it found, or what the tool's system answered."""
         result = StepResult(StepOutcome.OK, passages=[passage_record(passage_from_record(r))
                                                       for r in found.get("passages", [])],
                             degraded=[str(d) for d in found.get("degraded", [])])
@@ -202,9 +204,21 @@ class StepRunner:
         if key not in state.records:
             found = {}
             for step, _ in searches:
-                result = self.executor.execute(StepContext(state.run_id, state.principal), step,
-                                               self.tools.for_step(step))
-                found[step.id] = [passage_record(passage_from_record(r)) for r in result.get("passages", [])]
+                outcome = self.executor.execute(StepContext(state.run_id, state.principal), step,
+                                                self.tools.for_step(step))
+                found[step.id] = self._found_again(outcome)
             self.journal.record(state, key, RefreshRecord(found))
         again = state.records[key]["passages"]
         return [(s, {"status": str(StepOutcome.OK), "passages": again.get(s.id, [])}) for s, _ in searches]
+
+    @staticmethod
+    def _found_again(outcome: ToolOutcome) -> list[dict[str, Any]]:
+        """A search made again: its passages. A refresh has no step to park on or to review, so a search
+        the policy engine now holds for an approval or refuses (only a `search` given a spec of its own)
+        ends the run, with the reason a step would have failed with."""
+        match outcome:
+            case NeedsApproval(spec=spec):
+                raise Forbidden(f"{spec.name} needs an approval from {spec.approver_group}", code=NO_APPROVALS)
+            case Refused() as refused:
+                raise Forbidden(refused.detail, code=refused.reason)
+        return [passage_record(passage_from_record(r)) for r in outcome.get("passages", [])]

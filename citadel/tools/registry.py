@@ -6,7 +6,9 @@ policy.py); `for_step` gives a step only the tool it names (`StepTools`), and as
 another tool is refused, so nothing a document says can add a tool or call one: tools come from the
 registry, calls from the plan's named step. Each call with a spec is decided by the policy engine
 immediately before it runs and its response checked after; texts in a response carrying instructions
-are withheld (citadel/guardrails/planted.py). The agent's steps call through here
+are withheld (citadel/guardrails/planted.py). A call that waits for a person (`NeedsApproval`) or that the
+engine refused (`Refused`) is one of the call's ordinary outcomes, returned beside a result (`ToolOutcome`),
+not raised: the step that made it branches on it. The agent's steps call through here
 (citadel/agent/executor.py); a registry file's tools run over HTTP (citadel/tools/http.py).
 """
 
@@ -14,9 +16,10 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from typing import Any, Protocol
 
-from citadel.errors import ApprovalRequired, CitadelError, InvalidRequest, InvalidToolArguments, ToolNotAllowed
+from citadel.errors import InvalidRequest, InvalidToolArguments, ToolNotAllowed
 from citadel.guardrails.planted import screen_tool_response
 from citadel.tools.intents import IntentMatcher, RequestedAction
 from citadel.tools.policy import Action, Decision, PolicyEngine
@@ -24,15 +27,34 @@ from citadel.tools.spec import RiskTier, ToolSpec
 from citadel.types import Principal
 
 
-class ToolRefused(CitadelError):
-    """The policy engine refused the call; its code is the reason (invalid_args, outside_limits,
-    not_permitted, tool_paused, invalid_tool_response, unknown_tool)."""
+@dataclass(frozen=True)
+class NeedsApproval:
+    """The call waits for a person: a T2 tool's call runs only once its approver group approved these
+    arguments (the step parks the run until one is decided)."""
 
-    http_status = 403
+    spec: ToolSpec
+    arguments: Mapping[str, Any]
 
-    def __init__(self, decision: Decision):
-        super().__init__(decision.detail or "the tool call was refused", code=str(decision.reasons[0]))
-        self.decision = decision
+
+@dataclass(frozen=True)
+class Refused:
+    """The policy engine refused the call, before it ran or its response after; `reason` is the refusal's
+    code (invalid_args, outside_limits, not_permitted, tool_paused, invalid_tool_response, unknown_tool)."""
+
+    decision: Decision
+
+    @property
+    def reason(self) -> str:
+        return str(self.decision.reasons[0])
+
+    @property
+    def detail(self) -> str:
+        """A short sentence for the user (the engine's, which names no infrastructure)."""
+        return self.decision.detail or "the tool call was refused"
+
+
+# What calling a step's tool comes to: what the tool answered (JSON-able), or why it did not run.
+ToolOutcome = dict[str, Any] | NeedsApproval | Refused
 
 
 class Tool(Protocol):
@@ -81,8 +103,9 @@ class StepTools:
         return tuple(self._tools)
 
     def call(self, name: str, principal: Principal, ask: str, args: Mapping[str, Any],
-             request_id: str, approved: Mapping[str, Any] | None = None) -> dict[str, Any]:
-        """`approved`: the final arguments a person approved for this step (a T2 call then runs with
+             request_id: str, approved: Mapping[str, Any] | None = None) -> ToolOutcome:
+        """What the tool answered, or why it did not run (it waits for an approval, or was refused).
+        `approved`: the final arguments a person approved for this step (a T2 call then runs with
         them, after every check again, now)."""
         tool = self._tools.get(name)
         if tool is None:
@@ -96,13 +119,13 @@ class StepTools:
         else:
             decision = self._policy.decide(name, arguments, principal, target_checks_permission)
         if decision.action == Action.REFUSE:
-            raise ToolRefused(decision)
+            return Refused(decision)
         if decision.action == Action.NEEDS_APPROVAL:
-            raise ApprovalRequired(spec, arguments)
+            return NeedsApproval(spec, dict(arguments))
         result = tool.run(principal, arguments, request_id)
         checked = self._policy.check_response(name, result.get("result"))
         if checked.action == Action.REFUSE:
-            raise ToolRefused(checked)
+            return Refused(checked)
         screened, reasons = screen_tool_response(result.get("result"))
         if reasons:  # the system answered with text someone wrote for the model: withheld, and said so
             result = {**result, "result": screened, "screened_response": reasons}

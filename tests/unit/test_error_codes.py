@@ -31,7 +31,7 @@ PUBLIC_CODES = {
     "deadline_exceeded": 504, "internal_error": 500, "verification_failed": 500, "parse_error": 400,
     "input_rejected": 400, "invalid_tenant": 400, "bad_manifest": 400, "bad_metadata": 400,
     "duplicate_document": 400, "publish_conflict": 400, "generator_failed": 400, "rerank_failed": 400,
-    "reader_failed": 400, "invalid_deadline": 400, "approval_required": 202, "invalid_tool_spec": 422,
+    "reader_failed": 400, "invalid_deadline": 400, "invalid_tool_spec": 422,
     "tool_call_refused": 403, "delegation_refused": 403,
 }
 
@@ -84,10 +84,9 @@ def test_the_catalog_failing_is_the_permission_store_failing_to_a_client():
 def test_moved_classes_still_import_from_their_rooms():
     from citadel.resilience.breaker import BreakerOpen, BreakerState
     from citadel.tools.http import InvalidToolArguments
-    from citadel.tools.registry import ApprovalRequired, ToolNotAllowed
+    from citadel.tools.registry import ToolNotAllowed
 
-    assert (ApprovalRequired, ToolNotAllowed, InvalidToolArguments) == (
-        errors.ApprovalRequired, errors.ToolNotAllowed, errors.InvalidToolArguments)
+    assert (ToolNotAllowed, InvalidToolArguments) == (errors.ToolNotAllowed, errors.InvalidToolArguments)
     opened = BreakerOpen("catalog", BreakerState.OPEN)
     assert (opened.code, opened.http_status, opened.breaker) == ("breaker_open", 503, "catalog")
     assert str(opened) == "catalog: circuit breaker open, call not admitted"

@@ -16,6 +16,7 @@ from citadel.tools.policy import (
     PolicyEngine,
     Reason,
 )
+from citadel.tools.registry import NeedsApproval, Refused, StepTools
 from citadel.tools.spec import ToolSpec, parse_tool_specs
 from citadel.types import Principal
 from tests.unit.test_tool_specs import CRM_TOOLS_YAML, DISCOUNT, GET, NOTE
@@ -69,6 +70,32 @@ def test_a_discount_needs_approval_by_the_deal_desk():
 
 def test_a_discount_at_the_limit_may_be_proposed():
     assert engine().decide(DISCOUNT, {**PROPOSAL, "discount_pct": 15}, SALES, allow).action is Action.NEEDS_APPROVAL
+
+
+class CountedDiscount:
+    """The discount tool as a step calls it: its arguments as given, each run counted."""
+
+    name, tier = DISCOUNT, SPECS[DISCOUNT].risk_tier
+
+    def __init__(self):
+        self.runs = 0
+
+    def arguments(self, ask, args):
+        return dict(args)
+
+    def run(self, principal, arguments, request_id):
+        self.runs += 1
+        return {"result": {"approval_id": "a1"}}
+
+
+def test_a_step_call_that_waits_or_is_refused_returns_why_and_runs_nothing():
+    tool = CountedDiscount()
+    view = StepTools({DISCOUNT: tool}, [DISCOUNT], engine())
+    waits = view.call(DISCOUNT, SALES, "-", PROPOSAL, "r:s1")
+    assert waits == NeedsApproval(SPECS[DISCOUNT], PROPOSAL)
+    refused = view.call(DISCOUNT, SALES, "-", {**PROPOSAL, "discount_pct": 20}, "r:s1")
+    assert isinstance(refused, Refused) and refused.reason == "outside_limits" and "limit of 15" in refused.detail
+    assert tool.runs == 0
 
 
 # ---------------------------------------------------------------------- decide: each refusal
