@@ -9,7 +9,7 @@ import logging
 
 from citadel.answer.service import outcome_of
 from citadel.catalog.base import PermissionSource
-from citadel.config import CitadelConfig
+from citadel.config import StateConfig
 from citadel.resilience.breaker import BreakerOpen
 from citadel.resilience.faults import InjectedFault
 from citadel.resilience.guards import Guard
@@ -26,9 +26,9 @@ CACHE_FAILURES = (StateUnavailable, BreakerOpen, InjectedFault)
 
 
 class AnswerCacheView:
-    def __init__(self, config: CitadelConfig, catalog: PermissionSource, state: State, metrics: ApiMetrics,
+    def __init__(self, state_config: StateConfig, catalog: PermissionSource, state: State, metrics: ApiMetrics,
                  guard: Guard | None = None):
-        self.enabled = config.state.answer_cache_enabled
+        self.enabled = state_config.answer_cache_enabled
         self.catalog = catalog
         self.state = state
         self.metrics = metrics

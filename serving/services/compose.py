@@ -20,7 +20,8 @@ from typing import Callable
 from citadel.config import CitadelConfig
 from citadel.guardrails.log_masking import install_log_masking
 from citadel.quality.candidates import CandidateQueue
-from citadel.resilience.process import Resilience
+from citadel.resilience.process import Resilience, fault_store
+from citadel.reviews.tasks import ReviewPolicy
 from citadel.types import Principal
 from citadel.wiring import Stages, Wiring
 from serving.services.access import Access
@@ -65,8 +66,9 @@ def build_services(config: CitadelConfig, stages: Stages | None = None, clock: C
     resilience.add_listener(metrics.breaker_transition)
     wiring = Wiring(config, resilience=resilience, stages=stages, clock=clock, in_replica=in_replica, stage="fused")
     install_log_masking(wiring.personal_data)  # this process's log lines: no personal data
-    cache = AnswerCacheView(config, wiring.catalog, wiring.state, metrics, resilience.guard("cache"))
-    query = QueryService(config, wiring.catalog, wiring.state, wiring.answer_service, wiring.retriever, cache, metrics,
+    cache = AnswerCacheView(config.state, wiring.catalog, wiring.state, metrics, resilience.guard("cache"))
+    query = QueryService(config.answer, config.state, wiring.catalog, wiring.state, wiring.answer_service,
+                         wiring.retriever, cache, metrics, ReviewPolicy.from_config(config.tools),
                          wiring.approval_store, clock or time.time)
     admin = AdminService(config, wiring.catalog, wiring.state, cache, wiring.ingestor, wiring.pause_switch,
                          lambda: (s.name for s in (wiring.tool_policy.specs() if wiring.tool_policy else ())))
@@ -92,8 +94,10 @@ def build_services(config: CitadelConfig, stages: Stages | None = None, clock: C
                                  if config.tools.decision_webhook else None)
     if in_replica:
         _every(config.agent.lease_ttl_s, approvals.sweep)  # escalation and expiry need no traffic
-    return Services(config, Access(wiring.authenticator), query, admin, DrillService(config, wiring.catalog), runs,
-                    approvals, metrics, resilience, wiring, CandidatesService(candidates))
+    drills = DrillService(fault_store(config) if config.serving.fault_injection else None, config.answer,
+                          wiring.catalog)
+    return Services(config, Access(wiring.authenticator), query, admin, drills, runs, approvals, metrics, resilience,
+                    wiring, CandidatesService(candidates))
 
 
 def _runs_service(config: CitadelConfig, wiring: Wiring, metrics: ApiMetrics, in_replica: bool,
@@ -102,7 +106,7 @@ def _runs_service(config: CitadelConfig, wiring: Wiring, metrics: ApiMetrics, in
     whose replica died (their lease expired), so each continues from its last recorded step."""
     pool = concurrent.futures.ThreadPoolExecutor(RUN_WORKERS, thread_name_prefix="run")
     delegator = wiring.run_delegator  # tools that act for the user: delegate at each run's start
-    runs = RunsService(config, wiring.run_store, wiring.conversation_memory, wiring.catalog,
+    runs = RunsService(config.agent, wiring.run_store, wiring.conversation_memory, wiring.catalog,
                        wiring.orchestrator.drive, pool, metrics, charge=charge,
                        on_run_created=delegator.start_run if delegator is not None else None,
                        candidates=candidates)

@@ -9,32 +9,34 @@ from __future__ import annotations
 import logging
 
 from citadel.catalog.base import AuditLog
-from citadel.config import CitadelConfig
+from citadel.config import AnswerConfig
 from citadel.errors import Conflict, Forbidden, InvalidRequest
 from citadel.identity.credentials import ServiceIdentity
 from citadel.resilience.faults import STAGES, FaultSpec, FaultStore
 from serving.services.access import require_platform_admin
-from citadel.resilience.process import fault_store
 
 log = logging.getLogger(__name__)
 
 
 class DrillService:
-    def __init__(self, config: CitadelConfig, catalog: AuditLog):
-        self.config = config
+    def __init__(self, faults: FaultStore | None, answer: AnswerConfig, catalog: AuditLog):
+        """`faults`: where the deployment's injected faults are kept (None: `serving.fault_injection` is
+        off); `answer`: which stages this deployment has (a reranker or none)."""
+        self.faults = faults
+        self.answer = answer
         self.catalog = catalog
 
     def _faults(self, admin: ServiceIdentity) -> FaultStore:
         require_platform_admin(admin)
-        if not self.config.serving.fault_injection:
+        if self.faults is None:
             raise Forbidden("fault injection is off; enable serving.fault_injection for drills",
                             code="fault_injection_disabled")
-        return fault_store(self.config)
+        return self.faults
 
     def stages(self) -> list[str]:
         """The stages this deployment has, so a fault there can change something: no reranker when
         none is configured (every answer already says rerank_skipped, so its drill would test nothing)."""
-        absent = {"reranker"} if self.config.answer.reranker == "none" else set()
+        absent = {"reranker"} if self.answer.reranker == "none" else set()
         return sorted(STAGES - absent)
 
     def set_fault(self, admin: ServiceIdentity, spec: dict) -> dict:

@@ -13,7 +13,7 @@ from collections.abc import Callable
 
 from citadel.answer.service import AnswerService, outcome_of
 from citadel.catalog.base import Catalog
-from citadel.config import CitadelConfig
+from citadel.config import AnswerConfig, StateConfig
 from citadel.errors import BudgetExhausted
 from citadel.guardrails.router import SENSITIVE_DATA
 from citadel.retrieval.retriever import PassageRetriever
@@ -35,15 +35,19 @@ TOKENS_PER_THOUSAND = 1000.0
 
 
 class QueryService:
-    def __init__(self, config: CitadelConfig, catalog: Catalog, state: State, answers: AnswerService,
-                 retriever: PassageRetriever, cache: AnswerCacheView, metrics: ApiMetrics,
-                 approvals: ApprovalStore | None = None, clock: Callable[[], float] = time.time):
-        """`approvals`: where a held answer's review task waits (citadel/reviews/tasks.py); None: answers
+    def __init__(self, answer_config: AnswerConfig, state_config: StateConfig, catalog: Catalog, state: State,
+                 answers: AnswerService, retriever: PassageRetriever, cache: AnswerCacheView, metrics: ApiMetrics,
+                 reviews: ReviewPolicy, approvals: ApprovalStore | None = None,
+                 clock: Callable[[], float] = time.time):
+        """`answer_config`: the token budgets a request's cost is estimated from and the reranker;
+        `state_config`: the price of tokens; `reviews`: who reviews a held answer and for how long;
+        `approvals`: where a held answer's review task waits (citadel/reviews/tasks.py); None: answers
         are never held (their failed checks reported in the text, as before reviews existed)."""
         self.approvals = approvals
-        self.reviews = ReviewPolicy.from_config(config.tools)
+        self.reviews = reviews
         self.clock = clock
-        self.config = config
+        self.answer_config = answer_config
+        self.state_config = state_config
         self.catalog = catalog
         self.state = state
         self.answers = answers
@@ -57,7 +61,7 @@ class QueryService:
         guard spending, so an unreachable store refuses (fails closed) rather than letting requests
         through uncounted. A run is charged this way when it starts (its steps charge the rest)."""
         tokens = self._estimated_tokens(text)
-        cost = tokens / TOKENS_PER_THOUSAND * self.config.state.cost_per_1k_tokens
+        cost = tokens / TOKENS_PER_THOUSAND * self.state_config.cost_per_1k_tokens
         try:
             decision = self.state.budgets.charge(principal.tenant_id, principal.user_id, 1, cost)
         except StateUnavailable as error:
@@ -69,7 +73,7 @@ class QueryService:
         return tokens
 
     def _estimated_tokens(self, text: str) -> int:
-        answer = self.config.answer
+        answer = self.answer_config
         return int(len(text.split()) * TOKENS_PER_WORD + answer.total_token_budget + answer.max_new_tokens)
 
     # ------------------------------------------------------------------ retrieve
@@ -146,7 +150,7 @@ class QueryService:
     def _configured_downgrades(self) -> set[str]:
         """Downgrades that every answer carries by configuration (reranking turned off), which a
         later request would carry as well: they do not stop an answer being cached."""
-        return {Degradation.RERANK_SKIPPED} if self.config.answer.reranker == "none" else set()
+        return {Degradation.RERANK_SKIPPED} if self.answer_config.reranker == "none" else set()
 
     def _record_answer(self, request_id: str, response, body: dict, correlation_id: str | None = None) -> None:
         self.metrics.observe_stages({k: v for k, v in response.timings_ms.items() if k != "total"})

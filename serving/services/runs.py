@@ -17,7 +17,7 @@ from concurrent.futures import Executor
 from typing import Any, Callable
 
 from citadel.catalog.base import Catalog
-from citadel.config import CitadelConfig
+from citadel.config import AgentConfig
 from citadel.errors import InvalidRequest, NotFound, PayloadTooLarge
 from citadel.agent.budget import PREPAID
 from citadel.agent.memory import ConversationMemory
@@ -41,12 +41,12 @@ INTERNAL_EVENT_FIELDS = ("key",)
 
 
 class RunsService:
-    def __init__(self, config: CitadelConfig, runs: RunStore, memory: ConversationMemory, catalog: Catalog,
+    def __init__(self, agent: AgentConfig, runs: RunStore, memory: ConversationMemory, catalog: Catalog,
                  drive: Callable[[str, str], Run], pool: Executor, metrics: ApiMetrics, owner: str | None = None,
                  charge: Callable[[Principal, str], int] | None = None,
                  on_run_created: Callable[[str, Principal, str | None], None] | None = None,
                  candidates: CandidateQueue | None = None):
-        """`drive(run_id, owner)` works a run to its end under its lease (the orchestrator's);
+        """`agent`: the message size bound; `drive(run_id, owner)` works a run to its end under its lease (the orchestrator's);
         `charge(principal, text)`: charges starting a run to the user's daily budget, like an answer
         (BudgetExhausted, a 429, when it would pass it), and returns the tokens it paid for; the
         run's records charge what they spend beyond that (citadel/agent/budget.py);
@@ -56,7 +56,7 @@ class RunsService:
         self.candidates = candidates
         self._charge = charge
         self.on_run_created = on_run_created
-        self.config = config
+        self.agent = agent
         self.metrics = metrics
         self.runs = runs
         self.memory = memory
@@ -96,8 +96,8 @@ class RunsService:
 
     def post_message(self, caller: Caller, conversation_id: str, content: str) -> dict:
         """Record the user's message and start a run answering it; returns its id at once."""
-        if len(content) > self.config.agent.max_message_chars:
-            raise PayloadTooLarge(f"a message holds at most {self.config.agent.max_message_chars:,} characters")
+        if len(content) > self.agent.max_message_chars:
+            raise PayloadTooLarge(f"a message holds at most {self.agent.max_message_chars:,} characters")
         if not content.strip():
             raise InvalidRequest("the message is empty")
         self._own_conversation(caller, conversation_id)

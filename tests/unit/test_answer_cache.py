@@ -30,7 +30,7 @@ class OneDocumentCatalog:
 @pytest.fixture
 def cache() -> AnswerCacheView:
     config = CitadelConfig()
-    return AnswerCacheView(config, OneDocumentCatalog(), make_state(config.state), ApiMetrics())
+    return AnswerCacheView(config.state, OneDocumentCatalog(), make_state(config.state), ApiMetrics())
 
 
 @pytest.mark.parametrize("refused, reason, citations, outcome", [
