@@ -717,6 +717,30 @@ class SignalsConfig(_Section):
         "MiniLM: 3% of the handbook sets' answerable questions fall under it, 15% of the unanswerable ones.")
 
 
+class GovernanceConfig(_Section):
+    """Governance the catalog states of documents (citadel.types.Governance): which sensitivities and
+    retention classes exist. A document names them only through the ACL file or the admin API."""
+
+    sensitivities: list[str] = Field(
+        default_factory=lambda: ["public", "internal", "confidential", "restricted"], min_length=1, max_length=64,
+        description="The sensitivity levels a document may carry; a document stating another is a dead letter "
+                    "(bad_metadata).")
+    retention_classes: dict[str, float] = Field(
+        default_factory=lambda: {"standard": 2_555.0, "short": 365.0},
+        description="Retention class → days a document of it is kept, counted from its effective date (else "
+                    "from when its version was published); past them `citadel purge-logs` withdraws it, "
+                    "deleting every copy (citadel/catalog/retention.py). A document without a class is kept.")
+    purge_batch: int = Field(100, ge=1, le=10_000, description="Most documents one retention purge withdraws (the "
+                                                               "rest go at the next run).")
+
+    @field_validator("retention_classes")
+    @classmethod
+    def _positive_days(cls, value: dict[str, float]) -> dict[str, float]:
+        if any(days <= 0 for days in value.values()):
+            raise ValueError("governance.retention_classes: every class keeps documents for more than 0 days")
+        return value
+
+
 class CitadelConfig(_Section):
     """The root. Every component receives the section it needs."""
 
@@ -737,6 +761,7 @@ class CitadelConfig(_Section):
     tracing: TracingConfig = Field(default_factory=TracingConfig)
     catalog: CatalogConfig = Field(default_factory=CatalogConfig)
     signals: SignalsConfig = Field(default_factory=SignalsConfig)
+    governance: GovernanceConfig = Field(default_factory=GovernanceConfig)
 
     @property
     def runs_path(self) -> Path:

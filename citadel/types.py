@@ -5,9 +5,10 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+import urllib.parse
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Literal, NewType
+from typing import Literal, Mapping, NewType
 
 from citadel.errors import InvalidTenant
 
@@ -100,6 +101,59 @@ class ParsedDocument:
 
 
 @dataclass(frozen=True)
+class Governance:
+    """What the trusted catalog states of a document version: the policy it is (its id and revision),
+    how sensitive it is and which retention class purges it. Set only by the catalog's writers (the ACL
+    file an ingestion reads, the admin API), never by a document's content or a user's request; copied
+    into every chunk of the version and into every citation of it. Unset fields are None."""
+
+    policy_id: str | None = None
+    policy_revision: str | None = None
+    sensitivity: str | None = None
+    retention_class: str | None = None
+
+    @classmethod
+    def from_mapping(cls, values: "Mapping[str, object] | None") -> "Governance":
+        """From a record, a table row or a YAML mapping: absent, null and empty values stay unset."""
+        values = values or {}
+
+        def text(name: str) -> str | None:
+            value = values.get(name)
+            return None if value is None or value == "" else str(value)
+
+        return cls(*(text(name) for name in GOVERNANCE_FIELDS))
+
+    def over(self, fallback: "Governance") -> "Governance":
+        """These fields, each unset one taken from `fallback`."""
+        return Governance(*(getattr(self, name) or getattr(fallback, name) for name in GOVERNANCE_FIELDS))
+
+    def to_dict(self) -> dict[str, str | None]:
+        return {name: getattr(self, name) for name in GOVERNANCE_FIELDS}
+
+
+GOVERNANCE_FIELDS = ("policy_id", "policy_revision", "sensitivity", "retention_class")
+# Where a deployment serves one cited section (serving/http/routers/documents/): every citation names it.
+SECTION_PATH = "/v1/documents/{document}/versions/{version}/sections/{chunk_id}"
+
+
+def section_url(document_id: str, version: int, chunk_id: str, quote: str | None = None) -> str:
+    """The deployment's address of a cited section, relative to its base URL. Ids are percent-encoded
+    (a document id may hold '/'). `quote`: the sentence of the section the answer quoted, which the
+    section's reply marks; the address names it by `quote_key`, so no text of it travels in a URL."""
+    path = SECTION_PATH.format(document=urllib.parse.quote(document_id, safe=""), version=int(version),
+                               chunk_id=urllib.parse.quote(chunk_id, safe=":"))
+    return path if not quote else f"{path}?quote={quote_key(quote)}"
+
+
+QUOTE_KEY_CHARS = 16
+
+
+def quote_key(sentence: str) -> str:
+    """A short, stable name of a quoted sentence (its whitespace-normalised text, hashed)."""
+    return content_hash(" ".join(sentence.split()))[:QUOTE_KEY_CHARS]
+
+
+@dataclass(frozen=True)
 class Chunk:
     """An indexable piece of a document version. `page` is 1-based for PDFs, None otherwise."""
 
@@ -116,6 +170,7 @@ class Chunk:
     content_hash: str
     source: str
     section_index: int = 0
+    governance: Governance = Governance()  # the version's, from the catalog (Governance)
 
     @property
     def heading(self) -> str:
@@ -162,6 +217,7 @@ class DocumentMeta:
     effective_date: str | None = None
     supersedes: str | None = None
     groups: tuple[str, ...] = ()
+    governance: Governance = Governance()
 
     def __post_init__(self) -> None:
         validate_tenant_id(self.tenant_id)
@@ -185,6 +241,7 @@ class Passage:
     # return it: the confidence gate reads whether the legs agree. Not part of the public JSON.
     vector_rank: int | None = None
     keyword_rank: int | None = None
+    governance: Governance = Governance()  # the version's, copied from its chunk row
 
     @property
     def section_title(self) -> str:
@@ -202,4 +259,6 @@ class Passage:
             "page": self.page,
             "source": self.source,
             "score": round(float(self.score), 6),
+            **self.governance.to_dict(),
+            "url": section_url(self.document_id, self.version, self.chunk_id),
         }

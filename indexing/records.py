@@ -8,6 +8,7 @@ the records keep its row order), which is how benchmarks feed a many-tenant corp
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -40,9 +41,10 @@ def records_from_jobs(jobs: Sequence[TenantSources]) -> tuple[pa.Table, AclSpec 
         for source in job.sources:
             _check_file(source)
             groups = None if single else list(job.acl.groups_for(source.document_id, source.source))
+            fields = source.fields if single else with_acl_governance(source, job.acl)
             rows.append({"tenant_id": job.tenant_id, "document_id": source.document_id, "source": source.source,
                          "groups": groups, "version": job.versions.get(source.document_id),
-                         **_fields_columns(source.fields), "trust_front_matter": source.trust_front_matter})
+                         **_fields_columns(fields), "trust_front_matter": source.trust_front_matter})
     return _records(rows), (jobs[0].acl if single else None)
 
 
@@ -72,9 +74,16 @@ def _manifest_row(record: DocumentRecord) -> dict[str, Any]:
             **_fields_columns(record.fields), "trust_front_matter": False}
 
 
+def with_acl_governance(source: DocumentSource, acl: AclSpec) -> TrustedFields:
+    """The source's trusted fields with its tenant's ACL-spec governance under them (a row of a
+    many-tenant job carries its own tenant's, as it carries its groups)."""
+    return dataclasses.replace(source.fields, governance=source.fields.governance.over(
+        acl.governance_for(source.document_id, source.source)))
+
+
 def _fields_columns(fields: TrustedFields) -> dict[str, Any]:
     return {"owner": fields.owner or None, "status": fields.status, "effective_date": fields.effective_date,
-            "supersedes": fields.supersedes}
+            "supersedes": fields.supersedes, **fields.governance.to_dict()}
 
 
 def tenants_of(records: pa.Table) -> list[str]:

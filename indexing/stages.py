@@ -66,6 +66,11 @@ RECORD_SCHEMA = pa.schema([
     ("status", pa.string()),
     ("effective_date", pa.string()),
     ("supersedes", pa.string()),
+    # Governance (citadel.types.Governance), as the job's requester or ACL spec states it; null: unset.
+    ("policy_id", pa.string()),
+    ("policy_revision", pa.string()),
+    ("sensitivity", pa.string()),
+    ("retention_class", pa.string()),
     ("trust_front_matter", pa.bool_()),  # the operator's --trust-front-matter (null: no)
 ])
 

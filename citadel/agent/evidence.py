@@ -28,7 +28,7 @@ from citadel.answer.gate import TermIdf, passage_terms, term_idf, weighted_cover
 from citadel.catalog.base import DocumentRecord
 from citadel.chunking import count_tokens
 from citadel.text import STOPWORDS, content_terms, stem, words_of
-from citadel.types import Passage
+from citadel.types import Governance, Passage
 
 # Every term weighs the same when the tenant's IDF is not at hand (no partition loaded).
 UNIFORM_IDF = TermIdf({}, 1.0)
@@ -52,7 +52,10 @@ def passage_record(passage: Passage) -> dict[str, Any]:
 
 
 def passage_from_record(record: Mapping[str, Any]) -> Passage:
-    return Passage(**{name: record[name] for name in _PASSAGE_FIELDS if name in record})
+    values = {name: record[name] for name in _PASSAGE_FIELDS if name in record}
+    if "governance" in values:  # a record holds it as a plain mapping (`passage_record`)
+        values["governance"] = Governance.from_mapping(values["governance"])
+    return Passage(**values)
 
 
 def passage_tokens(passages: Iterable[Passage]) -> int:

@@ -32,7 +32,7 @@ from citadel.answer.gate import passage_terms
 from citadel.chunking import count_tokens, trim_tail_to_tokens, trim_to_tokens
 from citadel.prompting.source import Source
 from citadel.segments.partition import Partition, SegmentCache
-from citadel.types import HEADING_SEPARATOR, Passage
+from citadel.types import GOVERNANCE_FIELDS, HEADING_SEPARATOR, Governance, Passage
 
 # A source whose remaining budget is below this is not worth a number: it would be a fragment.
 MIN_SOURCE_TOKENS = 40
@@ -95,7 +95,8 @@ class PartitionLayout:
         row = self.sections[key][0]
         cell = functools.partial(self._cell, row=row)
         return Passage(cell("chunk_id"), self.texts[row], key[0], cell("title"), key[1], cell("heading"), cell("page"),
-                       cell("source"), score, key[2])
+                       cell("source"), score, key[2],
+                       governance=Governance.from_mapping({name: cell(name) for name in GOVERNANCE_FIELDS}))
 
     def parent_family(self, passage: Passage) -> list[int]:
         """Section indexes of the hit's parent section (its own text and everything under its

@@ -30,6 +30,7 @@ from citadel.answer.gate import (CLARIFY, NEEDS_CLARIFICATION, NO_ELIGIBLE_SOURC
 from citadel.answer.gate_model import CalibratedGate
 from citadel.answer.glossary import glossary_of
 from citadel.answer.links import LinkPolicy
+from citadel.answer.quote import quoted_sentence
 from citadel.answer.semantic import ClaimSupport, term_matches
 from citadel.answer.slots import asked_slot
 from citadel.answer.validator import (AnswerValidator, ValidatedAnswer, marker_numbers, renumber_markers,
@@ -402,7 +403,8 @@ class AnswerService:
         reply = not_confirmed_reply(slot, closest, numbers)
         mapping = {number: index for index, number in enumerate(numbers, start=1)}
         by_number = {s.number: s for s in sources}
-        citations = [by_number[n].citation() for n in numbers]
+        citations = [by_number[n].citation(closest.text if closest is not None and closest.source_number == n
+                                           else None) for n in numbers]
         trace.drafted = [by_number[n].passage for n in numbers]
         return AnswerResponse(request_id, renumber_markers(reply, mapping), True, NOT_CONFIRMED, degraded, citations,
                               passages=passages, gate=decision, trace=trace)
@@ -753,7 +755,7 @@ def compose(validated: ValidatedAnswer, sources: Sequence[Source],
     text = " ".join([validated.text, *(c.note() for c in relevant)]).strip()
     mapping = {number: index for index, number in enumerate(used, start=1)}
     by_number = {s.number: s for s in sources}
-    citations = [by_number[n].citation() for n in used]
+    citations = [by_number[n].citation(quoted_sentence(validated.text, by_number[n].text)) for n in used]
     conflict_dicts = [{**c.to_dict(), "detail": renumber_markers(c.detail, mapping)} for c in relevant]
     return renumber_markers(text, mapping), citations, conflict_dicts
 

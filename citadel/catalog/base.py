@@ -7,6 +7,8 @@ Each role is a Protocol of its own, so a consumer that needs one role takes that
 - `AuditLog`: appends an audit row.
 - `AnswerLog`: the answer log and the feedback on answers.
 - `CandidateQueue`: candidate test items waiting for an owner's label.
+- `GovernanceRegistry`: documents by the catalog's governance (a policy's current version by its id,
+  the documents a retention class has expired).
 `Catalog` is their union (and `close`): what both backends (citadel/catalog/sqlite.py, postgres.py)
 implement and what the composition root hands out. Its one failure is `CatalogUnavailable` (any
 database error, so callers fail closed without knowing the database); writes to a document that does
@@ -22,7 +24,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
 from citadel.errors import CitadelError
-from citadel.types import DocumentMeta, Principal
+from citadel.types import DocumentMeta, Governance, Principal
 
 # The only status under which re-ingesting identical content is a no-op.
 PUBLISHED_STATUS = "published"
@@ -50,6 +52,7 @@ class DocumentRecord:
     latest_version: int
     acl_version: int
     groups: tuple[str, ...]
+    governance: Governance = Governance()  # the published version's (citadel.types.Governance)
 
 
 @dataclass(frozen=True)
@@ -210,8 +213,32 @@ class CandidateQueue(Protocol):
         transaction; returns the row as decided, None when no pending candidate has this id."""
 
 
+@dataclass(frozen=True)
+class ExpiredDocument:
+    """A document its retention class no longer keeps: the purge withdraws it."""
+
+    tenant_id: str
+    document_id: str
+    retention_class: str
+
+
 @runtime_checkable
-class Catalog(PermissionSource, Publisher, JobLog, AuditLog, AnswerLog, CandidateQueue, Protocol):
+class GovernanceRegistry(Protocol):
+    """Documents by the governance the catalog states of their published version."""
+
+    def current_policy(self, tenant_id: str, policy_id: str) -> DocumentRecord | None:
+        """The tenant's published document carrying this policy id (the most recently published one
+        if several do): the policy's current approved revision, whoever asks. No permission check:
+        citadel/catalog/policies.py checks the caller's."""
+    def expired_documents(self, retention_days: dict[str, float], now: float, limit: int) -> list[ExpiredDocument]:
+        """Documents not yet withdrawn whose published version's retention class (a key of
+        `retention_days`) has run out by `now` (epoch seconds), counted from the effective date
+        when there is one, else from when the version was published; at most `limit`."""
+
+
+@runtime_checkable
+class Catalog(PermissionSource, Publisher, JobLog, AuditLog, AnswerLog, CandidateQueue, GovernanceRegistry,
+              Protocol):
     """Every role: what both backends implement and the composition root hands out."""
 
     def close(self) -> None: ...

@@ -29,10 +29,10 @@ import uuid
 from contextlib import AbstractContextManager, contextmanager
 from typing import Any, Iterator, Protocol, Sequence
 
-from citadel.catalog.base import (CANDIDATE_PENDING, CANDIDATES_READ_LIMIT, DocumentRecord, LatestVersion, ReadableDoc,
-                                  StagedVersion, decide_next_version)
+from citadel.catalog.base import (CANDIDATE_PENDING, CANDIDATES_READ_LIMIT, DocumentRecord, ExpiredDocument,
+                                  LatestVersion, ReadableDoc, StagedVersion, decide_next_version)
 from citadel.errors import CatalogUnavailable, NotFound
-from citadel.types import Principal, validate_tenant_id
+from citadel.types import Governance, Principal, validate_tenant_id
 
 # Statuses under which a document may be read at all; everything else is excluded at query time.
 READABLE_STATUS = "published"
@@ -43,6 +43,7 @@ SQL_PARAMETER_BATCH = 500
 ANSWER_LOG_READ_LIMIT = 1_000
 # Most user ids `known_users()` returns (it seeds a masker held in memory by every process).
 KNOWN_USERS_LIMIT = 100_000
+SECONDS_PER_DAY = 86_400.0
 
 log = logging.getLogger(__name__)
 
@@ -148,8 +149,9 @@ class SQLCatalog:
         return f"""SELECT d.*,
                           (SELECT COALESCE(MAX(v.version), 0) FROM document_versions v
                             WHERE v.tenant_id = d.tenant_id AND v.document_id = d.document_id) AS latest_version,
-                          {groups} AS groups
-                   FROM documents d"""
+                          {groups} AS groups, g.policy_id, g.policy_revision, g.sensitivity, g.retention_class
+                   FROM documents d LEFT JOIN document_governance g ON g.tenant_id = d.tenant_id
+                        AND g.document_id = d.document_id AND g.version = d.published_version"""
 
     def _record(self, row: dict[str, Any]) -> DocumentRecord:
         return DocumentRecord(
@@ -166,6 +168,7 @@ class SQLCatalog:
             latest_version=int(row["latest_version"]),
             acl_version=row["acl_version"],
             groups=tuple(sorted(self.dialect.array_values(row["groups"]))),
+            governance=Governance.from_mapping(row),
         )
 
     def get_document(self, tenant_id: str, document_id: str) -> DocumentRecord | None:
@@ -273,6 +276,7 @@ class SQLCatalog:
             (*key, meta.title or meta.document_id, meta.source, meta.owner, meta.visibility,
              meta.effective_date, meta.supersedes, item.version, now),
         )
+        _record_governance(tx, meta.tenant_id, meta.document_id, item.version, meta.governance)
         # A new document starts at acl_version 0 and its first group set makes it 1.
         _replace_groups(tx, meta.tenant_id, meta.document_id, list(meta.groups), force=True)
         # Re-publishing a document that a published successor names in `supersedes` keeps it retired.
@@ -286,6 +290,37 @@ class SQLCatalog:
             # A document that names its predecessor retires it in the same transaction.
             tx.execute("UPDATE documents SET status = 'superseded', updated_at = ? WHERE tenant_id = ?"
                        " AND document_id = ? AND status = 'published'", (now, meta.tenant_id, meta.supersedes))
+
+    # -------------------------------------------------------------- governance
+    def current_policy(self, tenant_id: str, policy_id: str) -> DocumentRecord | None:
+        rows = self._query(
+            self._document_select() + """ WHERE d.tenant_id = ? AND d.status = ? AND g.policy_id = ?
+                ORDER BY (SELECT v.created_at FROM document_versions v WHERE v.tenant_id = d.tenant_id
+                          AND v.document_id = d.document_id AND v.version = d.published_version) DESC,
+                         d.document_id LIMIT 1""",
+            (tenant_id, READABLE_STATUS, policy_id))
+        return self._record(rows[0]) if rows else None
+
+    def expired_documents(self, retention_days: dict[str, float], now: float, limit: int) -> list[ExpiredDocument]:
+        if not retention_days:
+            return []
+        conditions, args = [], []
+        for retention_class, days in sorted(retention_days.items()):
+            cutoff = now - float(days) * SECONDS_PER_DAY
+            # ISO dates compare as text; a version without one counts from when it was published
+            conditions.append("(g.retention_class = ? AND ((d.effective_date IS NOT NULL AND d.effective_date < ?)"
+                              " OR (d.effective_date IS NULL AND v.created_at < ?)))")
+            args += [retention_class, time.strftime("%Y-%m-%d", time.gmtime(cutoff)), cutoff]
+        rows = self._query(
+            f"""SELECT d.tenant_id, d.document_id, g.retention_class FROM documents d
+                JOIN document_governance g ON g.tenant_id = d.tenant_id AND g.document_id = d.document_id
+                     AND g.version = d.published_version
+                JOIN document_versions v ON v.tenant_id = d.tenant_id AND v.document_id = d.document_id
+                     AND v.version = d.published_version
+                WHERE d.status <> 'withdrawn' AND ({" OR ".join(conditions)})
+                ORDER BY d.tenant_id, d.document_id LIMIT ?""",
+            (*args, int(limit)))
+        return [ExpiredDocument(r["tenant_id"], r["document_id"], r["retention_class"]) for r in rows]
 
     # ------------------------------------------------------------- permissions
     def readable_documents(self, principal: Principal) -> dict[str, ReadableDoc]:
@@ -527,6 +562,20 @@ def _replace_groups(tx: Tx, tenant_id: str, document_id: str, groups: list[str],
                    [(*key, g) for g in sorted(wanted)])
     tx.execute("UPDATE documents SET acl_version = acl_version + 1 WHERE tenant_id = ? AND document_id = ?", key)
     return True
+
+
+def _record_governance(tx: Tx, tenant_id: str, document_id: str, version: int, governance: Governance) -> None:
+    """The version's governance row, when it states any (a version without one has no row)."""
+    if not any(governance.to_dict().values()):
+        return
+    tx.execute(
+        """INSERT INTO document_governance (tenant_id, document_id, version, policy_id, policy_revision,
+               sensitivity, retention_class) VALUES (?, ?, ?, ?, ?, ?, ?)
+           ON CONFLICT (tenant_id, document_id, version) DO UPDATE SET policy_id = excluded.policy_id,
+               policy_revision = excluded.policy_revision, sensitivity = excluded.sensitivity,
+               retention_class = excluded.retention_class""",
+        (tenant_id, document_id, version, governance.policy_id, governance.policy_revision, governance.sensitivity,
+         governance.retention_class))
 
 
 def _audit(tx: Tx, actor: str, action: str, tenant_id: str, target: str, detail: dict[str, Any]) -> None:

@@ -28,13 +28,12 @@ from typing import Callable, Mapping, Sequence
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from citadel.catalog.base import Publisher
 from citadel.config import IndexConfig
 from citadel.embedding.base import Embedder
 from citadel.errors import NotFound
-from citadel.segments.build import SegmentSpec, build_segment, choose_tier
+from citadel.segments.build import SegmentSpec, build_segment, choose_tier, read_chunk_table
 from citadel.segments.compaction import RebuildReason, live_mask
 from citadel.segments.layout import CHUNKS, stack_of, tenant_root
 from citadel.segments.manifest import SegmentKind, read_manifest
@@ -72,7 +71,7 @@ def needs_reembed(partitions_dir: Path, tenant_id: str, published: str | None, m
 
 def live_rows(root: Path, published: str, live: Mapping[str, int]) -> pa.Table:
     """The published stack's rows of live document versions, without their vectors."""
-    table = pa.concat_tables([pq.read_table(root / s / CHUNKS) for s in stack_of(root, published)])
+    table = pa.concat_tables([read_chunk_table(root / s / CHUNKS) for s in stack_of(root, published)])
     mask = live_mask(table.column("document_id").to_pylist(), table.column("version").to_pylist(), live)
     return table.filter(pa.array(mask))
 

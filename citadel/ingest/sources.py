@@ -24,7 +24,7 @@ import yaml
 from citadel import regex
 from citadel.errors import BadMetadata, InputRejected
 from citadel.parsing import parse_bytes
-from citadel.types import ParsedDocument, content_hash
+from citadel.types import GOVERNANCE_FIELDS, Governance, ParsedDocument, content_hash
 
 SUPPORTED_SUFFIXES = {".md", ".markdown", ".pdf", ".txt", ".text"}
 TENANT_WIDE_GROUP = "*"
@@ -45,12 +45,13 @@ class TrustedFields:
     status: str | None = None
     effective_date: str | None = None
     supersedes: str | None = None
+    # Policy id and revision, sensitivity, retention class: the catalog's, as the admin API states them.
+    governance: Governance = Governance()
 
     def __post_init__(self) -> None:
         for name in ("owner", "status", "supersedes", "effective_date"):
-            value = getattr(self, name)
-            if value is not None and (len(value) > MAX_FIELD_CHARS or not value.isprintable()):
-                raise BadMetadata(f"{name} must be printable text of at most {MAX_FIELD_CHARS} characters")
+            check_field(name, getattr(self, name))
+        check_governance(self.governance)
         if self.effective_date is not None and not is_iso_date(self.effective_date):
             raise BadMetadata(f"effective_date {self.effective_date!r} is not an ISO date (YYYY-MM-DD)")
         if self.supersedes is not None and (not self.supersedes or ":" in self.supersedes):
@@ -65,17 +66,31 @@ class TrustedFields:
             return None if value is None or value == "" else str(value)
 
         return cls(owner=text("owner") or "", status=text("status"), effective_date=text("effective_date"),
-                   supersedes=text("supersedes"))
+                   supersedes=text("supersedes"), governance=Governance.from_mapping(values))
 
     def over(self, fallback: "TrustedFields") -> "TrustedFields":
         """These fields, each unset one taken from `fallback`."""
         return TrustedFields(owner=self.owner or fallback.owner, status=self.status or fallback.status,
                              effective_date=self.effective_date or fallback.effective_date,
-                             supersedes=self.supersedes or fallback.supersedes)
+                             supersedes=self.supersedes or fallback.supersedes,
+                             governance=self.governance.over(fallback.governance))
 
     def to_dict(self) -> dict[str, str]:
-        """The set fields only (a dead letter's record, a manifest row)."""
-        return {k: v for k, v in self.__dict__.items() if v}
+        """The set fields only (a dead letter's record, a manifest row), governance ones flat."""
+        plain = {k: v for k, v in self.__dict__.items() if v and k != "governance"}
+        return {**plain, **{k: v for k, v in self.governance.to_dict().items() if v}}
+
+
+def check_field(name: str, value: str | None) -> None:
+    if value is not None and (len(value) > MAX_FIELD_CHARS or not value.isprintable()):
+        raise BadMetadata(f"{name} must be printable text of at most {MAX_FIELD_CHARS} characters")
+
+
+def check_governance(governance: Governance) -> None:
+    """Bounded, printable, single-line names (which sensitivities and retention classes exist is the
+    config's: `governance`, checked when a document is prepared)."""
+    for name in GOVERNANCE_FIELDS:
+        check_field(name, getattr(governance, name))
 
 
 def is_iso_date(value: str) -> bool:
@@ -149,10 +164,13 @@ class InlineDocument:
 
 @dataclass
 class AclSpec:
-    """Which groups may read which documents: `default` plus per-document or glob overrides."""
+    """Which groups may read which documents: `default` plus per-document or glob overrides; and the
+    catalog's governance of documents (`governance:` in the file, by id or glob: policy id and
+    revision, sensitivity, retention class), which nothing in a document's own content can change."""
 
     default: tuple[str, ...] = ()
     documents: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    governance: dict[str, Governance] = field(default_factory=dict)
 
     @classmethod
     def from_groups(cls, groups: Sequence[str]) -> "AclSpec":
@@ -162,13 +180,25 @@ class AclSpec:
     def from_file(cls, path: Path) -> "AclSpec":
         data = yaml.safe_load(Path(path).read_text()) or {}
         documents = {str(k): tuple(v) for k, v in (data.get("documents") or {}).items()}
-        return cls(default=tuple(data.get("default") or ()), documents=documents)
+        governance = {str(k): Governance.from_mapping(v or {}) for k, v in (data.get("governance") or {}).items()}
+        for stated in governance.values():
+            check_governance(stated)
+        return cls(default=tuple(data.get("default") or ()), documents=documents, governance=governance)
 
     def groups_for(self, document_id: str, source: str) -> tuple[str, ...]:
-        for pattern, groups in self.documents.items():
-            if pattern == document_id or fnmatch.fnmatch(source, pattern) or fnmatch.fnmatch(document_id, pattern):
-                return groups
-        return self.default
+        groups = _first_match(self.documents, document_id, source)
+        return self.default if groups is None else groups
+
+    def governance_for(self, document_id: str, source: str) -> Governance:
+        return _first_match(self.governance, document_id, source) or Governance()
+
+
+def _first_match(by_pattern: Mapping[str, Any], document_id: str, source: str) -> Any:
+    """The value of the first pattern naming the document (its id, or a glob of its id or source)."""
+    for pattern, value in by_pattern.items():
+        if pattern == document_id or fnmatch.fnmatch(source, pattern) or fnmatch.fnmatch(document_id, pattern):
+            return value
+    return None
 
 
 @dataclass

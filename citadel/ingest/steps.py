@@ -20,11 +20,10 @@ from typing import Any, Protocol
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from citadel.catalog.base import Publisher, LatestVersion, StagedVersion, decide_next_version
 from citadel.chunking import chunk_document
-from citadel.config import CitadelConfig, IndexConfig
+from citadel.config import CitadelConfig, GovernanceConfig, IndexConfig
 from citadel.embedding.base import Embedder, TokenCounter
 from citadel.embedding.factory import make_token_counter
 from citadel.errors import CitadelError, PublishConflict, ReembedRequired
@@ -39,13 +38,13 @@ from citadel.ingest.sources import (
 )
 from citadel.locks import file_lock
 from citadel.resilience.crash_points import BEFORE_PUBLISH, fault_point
-from citadel.segments.build import SegmentSpec, build_delta_segment, build_segment, choose_tier
+from citadel.segments.build import SegmentSpec, build_delta_segment, build_segment, choose_tier, read_chunk_table
 from citadel.segments.compaction import RebuildReason, live_mask, model_changed, plan_publish, read_stack
 from citadel.segments.layout import CHUNKS, VECTORS, prune_segments, stack_of, tenant_root
 from citadel.segments.manifest import SegmentKind
 from citadel.segments.partition import Partition
 from citadel.segments.verify import verify_segment
-from citadel.types import Chunk, DocumentMeta, content_hash
+from citadel.types import Chunk, DocumentMeta, Governance, content_hash
 
 PROBES_PER_SEGMENT = 3
 LOCK_FILE = ".lock"
@@ -103,7 +102,8 @@ def replay_meta(document_id: str, groups: Sequence[str], fields: TrustedFields,
 def resolved_fields(meta: DocumentMeta) -> TrustedFields:
     """The trusted fields a prepared document ended with (its status was approved): a replay of it
     states them outright, whatever the original job trusted."""
-    return TrustedFields(owner=meta.owner, effective_date=meta.effective_date, supersedes=meta.supersedes)
+    return TrustedFields(owner=meta.owner, effective_date=meta.effective_date, supersedes=meta.supersedes,
+                         governance=meta.governance)
 
 
 def replayed_fields(meta: Mapping[str, Any]) -> tuple[TrustedFields, bool]:
@@ -157,6 +157,7 @@ def prepare_document(tenant_id: str, source_file: DocumentSource, acl: AclSpec, 
         front = trusted_front_matter(parsed.metadata) if trust_front_matter else {}
         fields = fields.over(TrustedFields.from_mapping(front))
         meta = document_meta(tenant_id, source_file, parsed.title, front, acl, fields)
+        check_governance_names(meta.governance, config.governance)
         groups = meta.groups
         if not is_published_status(fields.status, config.ingest.published_statuses):
             return FileOutcome(source_file.source, meta.document_id, "skipped", code="not_approved",
@@ -166,7 +167,8 @@ def prepare_document(tenant_id: str, source_file: DocumentSource, acl: AclSpec, 
         # correction of those facts alone (an effective date set, an owner changed) is a new version,
         # not "unchanged": it is what a reviewer's fix of a conflict looks like (citadel/reviews/tasks.py).
         doc_hash = content_hash(raw_hash + repr(sorted(meta.groups)) + repr(
-            (meta.title, meta.owner, meta.visibility, meta.effective_date, meta.supersedes)))
+            (meta.title, meta.owner, meta.visibility, meta.effective_date, meta.supersedes))
+            + governance_hash_part(meta.governance))
         requested = requested_version if requested_version is not None else _int_or_none(front.get("version"))
         version, unchanged = versions.next_version(tenant_id, meta.document_id, doc_hash, requested)
         if unchanged:
@@ -176,7 +178,7 @@ def prepare_document(tenant_id: str, source_file: DocumentSource, acl: AclSpec, 
                                 max_tokens=chunk_token_limit(config, tokens),
                                 overlap_tokens=config.chunking.overlap_tokens, title_override=meta.title,
                                 count=tokens.count_tokens)
-        chunks = [c for c in chunks if c.has_location]
+        chunks = [dataclasses.replace(c, governance=meta.governance) for c in chunks if c.has_location]
         if not chunks:
             raise CitadelError("the document produced no located chunks", code="no_chunks")
     except CitadelError as error:
@@ -195,6 +197,24 @@ def chunk_token_limit(config: CitadelConfig, tokens: TokenCounter) -> int:
     return tokens.max_tokens if cap is None else min(cap, tokens.max_tokens)
 
 
+def governance_hash_part(governance: Governance) -> str:
+    """What governance adds to a version's hash: nothing when unset (so versions hashed before it
+    existed stay unchanged), else its fields (a new policy revision or class is a new version)."""
+    stated = {k: v for k, v in governance.to_dict().items() if v}
+    return repr(sorted(stated.items())) if stated else ""
+
+
+def check_governance_names(governance: Governance, config: GovernanceConfig) -> None:
+    """A sensitivity and a retention class must be ones the deployment defines (a typo would otherwise
+    never be purged, or never be recognised as sensitive)."""
+    if governance.sensitivity is not None and governance.sensitivity not in config.sensitivities:
+        raise CitadelError(f"sensitivity {governance.sensitivity!r} is not one of {config.sensitivities}",
+                           code="bad_metadata")
+    if governance.retention_class is not None and governance.retention_class not in config.retention_classes:
+        raise CitadelError(f"retention class {governance.retention_class!r} is not one of "
+                           f"{sorted(config.retention_classes)}", code="bad_metadata")
+
+
 def trusted_front_matter(front: dict[str, Any]) -> dict[str, Any]:
     """The front-matter keys a trusting job may take identity and permissions from."""
     return {key: front[key] for key in TRUSTED_FRONT_MATTER_KEYS if key in front}
@@ -207,6 +227,8 @@ def document_meta(tenant_id: str, source_file: DocumentSource, title: str | None
     owner, effective date and predecessor."""
     fields = fields or source_file.fields
     document_id = str(front.get("id") or source_file.document_id)
+    # Governance is the catalog's alone: the job's stated fields, else the ACL spec's; never front matter.
+    governance = fields.governance.over(acl.governance_for(document_id, source_file.source))
     if ":" in document_id:
         raise CitadelError(f"document id {document_id!r} may not contain ':'", code="bad_metadata")
     front_groups = front.get("groups")
@@ -227,6 +249,7 @@ def document_meta(tenant_id: str, source_file: DocumentSource, title: str | None
         effective_date=fields.effective_date,
         supersedes=fields.supersedes,
         groups=tuple(sorted(g for g in groups if g != TENANT_WIDE_GROUP)),
+        governance=governance,
     )
 
 
@@ -237,7 +260,8 @@ def meta_to_json(meta: DocumentMeta) -> str:
 
 def meta_from_json(text: str) -> DocumentMeta:
     data = json.loads(text)
-    return DocumentMeta(**{**data, "groups": tuple(data.get("groups") or ())})
+    return DocumentMeta(**{**data, "groups": tuple(data.get("groups") or ()),
+                           "governance": Governance.from_mapping(data.get("governance"))})
 
 
 def _int_or_none(value: Any) -> int | None:
@@ -368,7 +392,7 @@ def kept_rows(root: Path, previous: str | None,
     if previous is None:
         return None, None
     stack = stack_of(root, previous)
-    table = pa.concat_tables([pq.read_table(root / s / CHUNKS) for s in stack])
+    table = pa.concat_tables([read_chunk_table(root / s / CHUNKS) for s in stack])
     vectors = np.concatenate([np.load(root / s / VECTORS) for s in stack])
     mask = live_mask(table.column("document_id").to_pylist(), table.column("version").to_pylist(), live)
     return table.filter(pa.array(mask)), vectors[mask]

@@ -154,7 +154,8 @@ class ResilientGenerator:
 
 
 # Catalog reads on the query path; anything else (ingestion, admin writes) passes through unguarded.
-GUARDED_CATALOG_READS = ("readable_documents", "published_segment", "get_document", "latest_versions")
+GUARDED_CATALOG_READS = ("readable_documents", "published_segment", "get_document", "latest_versions",
+                         "current_policy")
 
 
 class GuardedCatalog:

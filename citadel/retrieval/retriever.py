@@ -25,7 +25,7 @@ from citadel.segments.partition import Partition
 from citadel.retrieval.fusion import cap_with_focus, reciprocal_rank_fusion
 from citadel.retrieval.partitions import PartitionCache
 from citadel.tracing import emit_span
-from citadel.types import Degradation, Passage, Principal
+from citadel.types import Degradation, Governance, Passage, Principal
 
 log = logging.getLogger(__name__)
 
@@ -205,6 +205,7 @@ def passage_from_row(row: dict, score: float, vector_rank: int | None = None,
         section_index=row["section_index"],
         vector_rank=vector_rank,
         keyword_rank=keyword_rank,
+        governance=Governance.from_mapping(row),
     )
 
 

@@ -33,7 +33,7 @@ from citadel.segments.manifest import (
     file_sha256,
     write_manifest,
 )
-from citadel.types import Chunk
+from citadel.types import GOVERNANCE_FIELDS, Chunk
 
 CHUNK_SCHEMA = pa.schema(
     [
@@ -49,6 +49,11 @@ CHUNK_SCHEMA = pa.schema(
         ("content_hash", pa.string()),
         ("source", pa.string()),
         ("section_index", pa.int32()),
+        # The version's governance as the catalog stated it at ingestion (citadel.types.Governance).
+        ("policy_id", pa.string()),
+        ("policy_revision", pa.string()),
+        ("sensitivity", pa.string()),
+        ("retention_class", pa.string()),
     ]
 )
 # The keyword each backend takes for its build thread count.
@@ -89,9 +94,26 @@ def chunks_to_table(chunks: Sequence[Chunk]) -> pa.Table:
             "content_hash": [c.content_hash for c in chunks],
             "source": [c.source for c in chunks],
             "section_index": [c.section_index for c in chunks],
+            **{name: [getattr(c.governance, name) for c in chunks] for name in GOVERNANCE_FIELDS},
         },
         schema=CHUNK_SCHEMA,
     )
+
+
+def conform_chunk_table(table: pa.Table) -> pa.Table:
+    """A chunk table in today's schema: a segment written before a column existed (the governance
+    columns) gets it as nulls, so its rows concatenate with new ones and read like them."""
+    if table.schema.equals(CHUNK_SCHEMA):
+        return table
+    for name in CHUNK_SCHEMA.names:
+        if name not in table.column_names:
+            table = table.append_column(CHUNK_SCHEMA.field(name), pa.nulls(table.num_rows, CHUNK_SCHEMA.field(name).type))
+    return table.select(CHUNK_SCHEMA.names).cast(CHUNK_SCHEMA)
+
+
+def read_chunk_table(path: Path) -> pa.Table:
+    """A segment's chunk table file, in today's schema (`conform_chunk_table`)."""
+    return conform_chunk_table(pq.read_table(path))
 
 
 def bm25_texts(table: pa.Table) -> list[str]:

@@ -21,7 +21,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from citadel.config import IndexConfig
-from citadel.segments.build import choose_tier
+from citadel.segments.build import choose_tier, read_chunk_table
 from citadel.segments.layout import CHUNKS, VECTORS
 from citadel.segments.manifest import SegmentKind, read_manifest
 
@@ -63,7 +63,7 @@ def read_stack(root: Path, published: str | None) -> PublishedStack | None:
     keys = pq.read_table(root / base_id / CHUNKS, columns=["document_id", "version"])
     delta_table = delta_vectors = None
     if base_id != published:
-        delta_table = pq.read_table(root / published / CHUNKS)
+        delta_table = read_chunk_table(root / published / CHUNKS)
         delta_vectors = np.load(root / published / VECTORS)
     return PublishedStack(base_id, keys.num_rows, base.tier, base.model_id, base.dim,
                           keys.column("document_id").to_pylist(), keys.column("version").to_pylist(),

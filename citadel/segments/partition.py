@@ -15,7 +15,6 @@ from typing import Callable, Generic, Mapping, Sequence, TypeVar
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from citadel.errors import EmbeddingModelMismatch
 from citadel.index.base import VectorIndex
@@ -23,6 +22,7 @@ from citadel.index.bm25 import BM25Index
 from citadel.index.exact import ExactIndex
 from citadel.index.factory import load_vector_index
 from citadel.index.layered import Layer, LayeredVectorIndex
+from citadel.segments.build import read_chunk_table
 from citadel.segments.layout import BM25_DIR, CHUNKS, VECTOR_DIR, VECTORS
 from citadel.segments.manifest import Manifest, read_manifest
 
@@ -35,7 +35,7 @@ class Segment:
     def __init__(self, directory: Path):
         self.directory = Path(directory)
         self.manifest: Manifest = read_manifest(self.directory)
-        self.table = pq.read_table(self.directory / CHUNKS)
+        self.table = read_chunk_table(self.directory / CHUNKS)
         self.vectors = np.load(self.directory / VECTORS, mmap_mode="r")
         self.exact = ExactIndex(self.manifest.dim)
         if len(self.table):

@@ -152,7 +152,8 @@ def test_passage_fields_and_cap_per_document(make_runtime, tmp_path):
     payload = result.to_dict()
     assert set(payload) == {"request_id", "plan", "degraded", "passages"}
     assert set(payload["passages"][0]) == {"chunk_id", "text", "document_id", "title", "version", "heading",
-                                           "page", "source", "score"}
+                                           "page", "source", "score", "policy_id", "policy_revision",
+                                           "sensitivity", "retention_class", "url"}
 
 
 def test_no_groups_means_nothing_readable(make_runtime, tmp_path):

@@ -600,7 +600,9 @@ def test_json_shape_is_exact(answer_runtime):
         assert payload["bundle_id"] == runtime.bundle.id  # the config that shaped it (DESIGN.md §11)
         assert payload["outcome"] == outcome_of(payload["refused"], payload["reason"])
         for citation in payload["citations"]:
-            assert list(citation) == ["chunk_id", "document_id", "title", "version", "heading", "page", "source"]
+            assert list(citation) == ["chunk_id", "document_id", "title", "version", "heading", "page", "source",
+                                      "policy_id", "policy_revision", "sensitivity", "retention_class", "url"]
+            assert citation["url"].startswith(f"/v1/documents/{citation['document_id']}/versions/")
         json.dumps(payload)
 
 

@@ -13,10 +13,11 @@ import time
 
 import pytest
 
-from citadel.catalog.base import (AnswerLog, AuditLog, CandidateQueue, Catalog, CatalogAudit, JobLog, LatestVersion,
-                                  PermissionSource, Publisher, StagedVersion)
+from citadel.catalog.base import (AnswerLog, AuditLog, CandidateQueue, Catalog, CatalogAudit, ExpiredDocument,
+                                  GovernanceRegistry, JobLog, LatestVersion, PermissionSource, Publisher,
+                                  StagedVersion)
 from citadel.errors import CatalogUnavailable, CitadelError, InvalidTenant, NotFound
-from citadel.types import DocumentMeta, Principal, content_hash, make_chunk_id
+from citadel.types import DocumentMeta, Governance, Principal, content_hash, make_chunk_id
 
 T1, T2 = "acme", "globex"
 STAFF = Principal(T1, "alice", frozenset({"staff"}))
@@ -26,15 +27,17 @@ OTHER_TENANT_STAFF = Principal(T2, "dave", frozenset({"staff"}))
 
 
 def stage(doc: str, version: int, groups=("staff",), *, tenant: str = T1, visibility: str = "groups",
-          supersedes: str | None = None, body: str = "") -> StagedVersion:
+          supersedes: str | None = None, body: str = "", governance: Governance = Governance(),
+          effective_date: str | None = None) -> StagedVersion:
     meta = DocumentMeta(tenant, doc, title=f"Title of {doc}", source=f"/docs/{doc}.md", owner="owner@acme",
-                        visibility=visibility, supersedes=supersedes, groups=tuple(groups))
+                        visibility=visibility, supersedes=supersedes, groups=tuple(groups), governance=governance,
+                        effective_date=effective_date)
     chunk_ids = tuple(make_chunk_id(tenant, doc, version, i) for i in range(3))
     return StagedVersion(meta, version, content_hash(f"{doc}:{body or version}"), chunk_ids,
                          tuple(content_hash(c) for c in chunk_ids))
 
 
-ROLES = (PermissionSource, Publisher, JobLog, AuditLog, AnswerLog, CandidateQueue)
+ROLES = (PermissionSource, Publisher, JobLog, AuditLog, AnswerLog, CandidateQueue, GovernanceRegistry)
 
 
 class CatalogConformance:
@@ -112,6 +115,39 @@ class CatalogConformance:
         catalog.publish(T1, "seg-2", "tiny", [stage("policy-2024", 1, supersedes="policy-2023")], "job-2")
         assert set(catalog.readable_documents(STAFF)) == {"policy-2024"}
         assert catalog.get_document(T1, "policy-2023").status == "superseded"
+
+    # -- governance ---------------------------------------------------------------------------------
+
+    def test_governance_is_recorded_per_version_and_a_policy_resolves_to_its_current_one(self, catalog):
+        v1 = Governance("TRV-1", "1", "internal", "standard")
+        catalog.publish(T1, "seg-1", "tiny", [stage("travel", 1, governance=v1), stage("plain", 1)], "job-1")
+        assert catalog.get_document(T1, "travel").governance == v1
+        assert catalog.get_document(T1, "plain").governance == Governance()
+        assert catalog.current_policy(T1, "TRV-1").published_version == 1
+        v2 = Governance("TRV-1", "2", "confidential", "standard")
+        catalog.publish(T1, "seg-2", "tiny", [stage("travel", 2, governance=v2)], "job-2")
+        current = catalog.current_policy(T1, "TRV-1")
+        assert (current.document_id, current.published_version, current.governance) == ("travel", 2, v2)
+        assert catalog.current_policy(T2, "TRV-1") is None and catalog.current_policy(T1, "NOPE") is None
+        catalog.withdraw(T1, "travel", actor="admin")
+        assert catalog.current_policy(T1, "TRV-1") is None  # only a published document is a current policy
+
+    def test_expired_documents_are_those_past_their_class_from_their_date(self, catalog):
+        short, standard = Governance(retention_class="short"), Governance(retention_class="standard")
+        catalog.publish(T1, "seg-1", "tiny", [
+            stage("old", 1, governance=short, effective_date="2020-01-01"),
+            stage("recent", 1, governance=short, effective_date="2099-01-01"),
+            stage("kept", 1, governance=standard, effective_date="2020-01-01"),
+            stage("undated", 1, governance=short), stage("unclassed", 1, effective_date="2020-01-01")], "job-1")
+        now = time.time()
+        days = {"short": 365.0, "standard": 100_000.0}
+        assert catalog.expired_documents(days, now, 10) == [ExpiredDocument(T1, "old", "short")]
+        # an undated version counts from its publication
+        later = catalog.expired_documents(days, now + 400 * 86_400, 10)
+        assert [e.document_id for e in later] == ["old", "undated"]
+        assert catalog.expired_documents(days, now + 400 * 86_400, 1) == [ExpiredDocument(T1, "old", "short")]
+        catalog.withdraw(T1, "old", actor="retention")
+        assert catalog.expired_documents(days, now, 10) == []
 
     def test_acl_changes_are_effective_on_the_next_read_and_audited(self, catalog):
         catalog.publish(T1, "seg-1", "tiny", [stage("travel", 1)], "job-1")
