@@ -100,8 +100,50 @@ class RetrievalConfig(_Section):
     )
 
 
+class OcrConfig(_Section):
+    """OCR of PDF pages with no text layer (citadel/parsing/ocr.py): pdfium renders the page, Tesseract reads
+    it in its own process, killed when its time is up. A timeout or failure dead-letters the document
+    (ocr_timeout / ocr_failed); `citadel ingest --retry-dead-letters` replays it with longer budgets."""
+
+    enabled: bool = Field(
+        True, description="Read PDF pages that show an image but have no text layer with Tesseract; off: such a "
+        "document publishes its text pages only, or is refused as no_text_layer when it has none."
+    )
+    page_timeout_s: float = Field(
+        60.0, gt=0, le=3600, description="Seconds Tesseract may spend on one page before it is killed (ocr_timeout)."
+    )
+    document_timeout_s: float = Field(
+        600.0, gt=0, le=86_400, description="Seconds all OCR of one document may take, rendering included; when "
+        "they run out the document is dead-lettered (ocr_timeout)."
+    )
+    retry_multiplier: float = Field(
+        4.0, ge=1, le=1000, description="A dead-letter replay multiplies both budgets by this (an OCR timeout is "
+        "most often a dense or large page that needs more time, not a broken file)."
+    )
+    dpi: int = Field(
+        200, ge=50, le=600, description="Rendering resolution for OCR: 200-300 reads body text well; below ~150 "
+        "small print is lost."
+    )
+    max_page_pixels: int = Field(
+        40_000_000, ge=100_000, le=400_000_000, description="Upper bound on a rendered page's pixels: a page "
+        "declaring a huge size is rendered at a lower resolution instead of exhausting memory."
+    )
+    language: str = Field(
+        "eng", min_length=1, max_length=64, description="Tesseract language(s), e.g. 'eng' or 'eng+deu'; each "
+        "needs its traineddata installed (Debian: tesseract-ocr-<lang>)."
+    )
+
+    @field_validator("language")
+    @classmethod
+    def _language_is_a_name(cls, value: str) -> str:
+        if not all(c.isascii() and (c.isalnum() or c in "_+") for c in value):
+            raise ValueError("language is Tesseract language names joined by '+', e.g. 'eng+deu'")
+        return value
+
+
 class IngestConfig(_Section):
     max_file_bytes: int = Field(20 * 1024 * 1024, description="Larger files are refused (dead letter).")
+    ocr: OcrConfig = Field(default_factory=OcrConfig, description="OCR of scanned PDF pages.")
     published_statuses: list[str] = Field(
         default_factory=lambda: ["published"], min_length=1, max_length=64,
         description="Document statuses approved for readers (an allowlist; case and surrounding space "

@@ -44,7 +44,8 @@ def records_from_jobs(jobs: Sequence[TenantSources]) -> tuple[pa.Table, AclSpec 
             fields = source.fields if single else with_acl_governance(source, job.acl)
             rows.append({"tenant_id": job.tenant_id, "document_id": source.document_id, "source": source.source,
                          "groups": groups, "version": job.versions.get(source.document_id),
-                         **_fields_columns(fields), "trust_front_matter": source.trust_front_matter})
+                         **_fields_columns(fields), "trust_front_matter": source.trust_front_matter,
+                         "replay": source.replay})
     return _records(rows), (jobs[0].acl if single else None)
 
 

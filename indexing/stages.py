@@ -72,6 +72,7 @@ RECORD_SCHEMA = pa.schema([
     ("sensitivity", pa.string()),
     ("retention_class", pa.string()),
     ("trust_front_matter", pa.bool_()),  # the operator's --trust-front-matter (null: no)
+    ("replay", pa.bool_()),  # a dead letter's replay: OCR gets the longer budget (null: no)
 ])
 
 # Document-level columns repeated on each chunk row (and alone on a marker row).
@@ -154,7 +155,8 @@ class ParseChunkStage:
         for record in batch.to_pylist():
             acl = self._acl if record["groups"] is None else AclSpec.from_groups(record["groups"])
             source = SourceFile(Path(record["source"]), record["document_id"], record["source"],
-                                TrustedFields.from_mapping(record), bool(record["trust_front_matter"]))
+                                TrustedFields.from_mapping(record), bool(record["trust_front_matter"]),
+                                replay=bool(record["replay"]))
             result = prepare_document(record["tenant_id"], source, acl, self._config, self._versions,
                                       record["version"])
             _append_result(columns, record, result)

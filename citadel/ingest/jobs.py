@@ -99,7 +99,8 @@ def jobs_from_manifest(path: Path) -> list[TenantSources]:
 def jobs_from_dead_letters(catalog: JobLog, tenant_id: str | None) -> tuple[list[TenantSources], list[int]]:
     """A replay of the dead letters not yet retried (one tenant's, or every tenant's) and the letter
     ids to mark once it ran. Each document is ingested as its job would have (its groups, trusted
-    fields and front-matter trust); a document that failed twice is replayed once, from its latest letter."""
+    fields and front-matter trust) and as a replay (a scanned PDF's OCR gets the longer budget); a document
+    that failed twice is replayed once, from its latest letter."""
     letters = catalog.dead_letters(tenant_id)
     latest: dict[tuple[str, str], dict[str, Any]] = {}
     for letter in letters:  # oldest first: a later letter of the same document replaces an earlier one
@@ -110,7 +111,8 @@ def jobs_from_dead_letters(catalog: JobLog, tenant_id: str | None) -> tuple[list
     for (tenant, document_id), letter in latest.items():
         fields, trust_front_matter = replayed_fields(letter["meta"])
         files, acl = by_tenant.setdefault(tenant, ([], AclSpec()))
-        files.append(SourceFile(Path(letter["source"]), document_id, letter["source"], fields, trust_front_matter))
+        files.append(SourceFile(Path(letter["source"]), document_id, letter["source"], fields, trust_front_matter,
+                                replay=True))
         acl.documents[document_id] = tuple(letter["meta"].get("groups", ()))
     jobs = [TenantSources(tenant, tuple(files), acl) for tenant, (files, acl) in sorted(by_tenant.items())]
     return jobs, [letter["id"] for letter in letters]

@@ -23,7 +23,7 @@ import yaml
 
 from citadel import regex
 from citadel.errors import BadMetadata, InputRejected
-from citadel.parsing import parse_bytes
+from citadel.parsing import OcrSettings, parse_bytes
 from citadel.types import GOVERNANCE_FIELDS, Governance, ParsedDocument, content_hash
 
 SUPPORTED_SUFFIXES = {".md", ".markdown", ".pdf", ".txt", ".text"}
@@ -114,14 +114,17 @@ def is_published_status(status: str | None, published_statuses: Sequence[str]) -
 
 class DocumentSource(Protocol):
     """Anything ingestion can load: a file on disk or a document that arrives parsed, with the
-    trusted fields its job states for it and whether that job trusts the file's front matter."""
+    trusted fields its job states for it and whether that job trusts the file's front matter.
+    `replay`: it is a dead letter's replay, so its OCR gets the longer budget (ingest.ocr.retry_multiplier).
+    `load`'s `ocr` says how a PDF's scanned pages are read (None: they stay empty)."""
 
     document_id: str
     source: str
     fields: TrustedFields
     trust_front_matter: bool
+    replay: bool
 
-    def load(self, max_bytes: int) -> tuple[ParsedDocument, str]: ...
+    def load(self, max_bytes: int, ocr: OcrSettings | None = None) -> tuple[ParsedDocument, str]: ...
 
 
 @dataclass(frozen=True)
@@ -137,14 +140,15 @@ class SourceFile:
     source: str
     fields: TrustedFields = TrustedFields()
     trust_front_matter: bool = False
+    replay: bool = False
 
-    def load(self, max_bytes: int) -> tuple[ParsedDocument, str]:
+    def load(self, max_bytes: int, ocr: OcrSettings | None = None) -> tuple[ParsedDocument, str]:
         """(parsed document, hash of the raw bytes). Refuses a huge file before reading it."""
         size = self.path.stat().st_size
         if size > max_bytes:
             raise InputRejected(f"file is {size:,} bytes; the limit is {max_bytes:,} bytes")
         data = self.path.read_bytes()
-        return parse_bytes(data, self.source, max_bytes=max_bytes), content_hash(data)
+        return parse_bytes(data, self.source, max_bytes=max_bytes, ocr=ocr), content_hash(data)
 
 
 @dataclass(frozen=True)
@@ -156,8 +160,9 @@ class InlineDocument:
     parsed: ParsedDocument
     fields: TrustedFields = TrustedFields()
     trust_front_matter: bool = False
+    replay: bool = False
 
-    def load(self, max_bytes: int) -> tuple[ParsedDocument, str]:
+    def load(self, max_bytes: int, ocr: OcrSettings | None = None) -> tuple[ParsedDocument, str]:
         body = "\n".join(b.text for section in self.parsed.sections for b in section.blocks)
         return self.parsed, content_hash(f"{self.parsed.title}\n{body}")
 

@@ -37,6 +37,7 @@ from citadel.ingest.sources import (
     is_published_status,
 )
 from citadel.locks import file_lock
+from citadel.parsing import OcrSettings
 from citadel.resilience.crash_points import BEFORE_PUBLISH, fault_point
 from citadel.segments.build import SegmentSpec, build_delta_segment, build_segment, choose_tier, read_chunk_table
 from citadel.segments.compaction import RebuildReason, live_mask, model_changed, plan_publish, read_stack
@@ -153,7 +154,8 @@ def prepare_document(tenant_id: str, source_file: DocumentSource, acl: AclSpec, 
     fields = source_file.fields
     trust_front_matter = source_file.trust_front_matter
     try:
-        parsed, raw_hash = source_file.load(config.ingest.max_file_bytes)
+        ocr = OcrSettings.from_config(config.ingest.ocr, replay=source_file.replay)
+        parsed, raw_hash = source_file.load(config.ingest.max_file_bytes, ocr)
         front = trusted_front_matter(parsed.metadata) if trust_front_matter else {}
         fields = fields.over(TrustedFields.from_mapping(front))
         meta = document_meta(tenant_id, source_file, parsed.title, front, acl, fields)

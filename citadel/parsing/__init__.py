@@ -12,6 +12,7 @@ from pathlib import Path, PurePath
 
 from citadel.errors import InputRejected
 from citadel.parsing.markdown import parse_markdown
+from citadel.parsing.ocr import OcrSettings
 from citadel.parsing.pdf import parse_pdf
 from citadel.parsing.text import parse_text
 from citadel.types import ParsedDocument
@@ -28,28 +29,31 @@ PARSERS_BY_EXTENSION: dict[str, Parser] = {
     "": parse_text,
 }
 
-__all__ = ["PARSERS_BY_EXTENSION", "parse_bytes", "parse_file", "supported_extensions"]
+__all__ = ["PARSERS_BY_EXTENSION", "OcrSettings", "parse_bytes", "parse_file", "supported_extensions"]
 
 
 def supported_extensions() -> list[str]:
     return sorted(ext for ext in PARSERS_BY_EXTENSION if ext)
 
 
-def parse_bytes(data: bytes, source: str, *, max_bytes: int) -> ParsedDocument:
-    """Parse `data`, dispatching on the extension of `source` (a file name or source key)."""
+def parse_bytes(data: bytes, source: str, *, max_bytes: int, ocr: OcrSettings | None = None) -> ParsedDocument:
+    """Parse `data`, dispatching on the extension of `source` (a file name or source key). `ocr`: how a
+    PDF's scanned pages are read (None: they stay empty)."""
     parser = _parser_for(source)
     _check_size(len(data), source, max_bytes)
     if not data.strip():
         raise InputRejected(f"{source} is empty (0 bytes or only whitespace); nothing to index")
+    if parser is parse_pdf:  # the one format with pages that may be images
+        return parse_pdf(data, source, ocr)
     return parser(data, source)
 
 
-def parse_file(path: str | Path, *, max_bytes: int) -> ParsedDocument:
+def parse_file(path: str | Path, *, max_bytes: int, ocr: OcrSettings | None = None) -> ParsedDocument:
     """Parse a file; its size is checked before it is read, so a huge file is never loaded."""
     path = Path(path)
     _parser_for(str(path))
     _check_size(path.stat().st_size, str(path), max_bytes)
-    return parse_bytes(path.read_bytes(), str(path), max_bytes=max_bytes)
+    return parse_bytes(path.read_bytes(), str(path), max_bytes=max_bytes, ocr=ocr)
 
 
 def _parser_for(source: str) -> Parser:

@@ -1,4 +1,5 @@
-"""PDF parser (pypdf): one section per page, so every chunk can cite its page."""
+"""PDF parser (pypdf): one section per page, so every chunk can cite its page. A page with no text
+layer that shows an image (a scan) is read by OCR when the caller passes OcrSettings (citadel.parsing.ocr)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from pypdf.errors import DependencyError
 
 from citadel import regex
 from citadel.errors import ParseError
+from citadel.parsing.ocr import OcrSettings, ocr_pages, ocr_paragraphs
 from citadel.types import Block, ParsedDocument, Section
 
 log = logging.getLogger(__name__)
@@ -29,19 +31,31 @@ FILE_NAME_TITLE = regex.compile(
 )
 
 
-def parse_pdf(data: bytes, source: str) -> ParsedDocument:
+def parse_pdf(data: bytes, source: str, ocr: OcrSettings | None = None) -> ParsedDocument:
+    """`ocr`: read the pages without a text layer (ParseError ocr_timeout / ocr_failed when that fails);
+    None: leave them empty."""
     reader = _open_reader(data, source)
     title = meaningful_title(reader) or PurePath(source).stem
     sections = [
         Section(heading_path=(title,), page=number, blocks=_page_blocks(page, source, number))
         for number, page in enumerate(reader.pages, start=1)
     ]
+    textless = [section for section in sections if not section.blocks]
+    if textless and ocr is not None:
+        _read_scanned_pages(data, source, textless, ocr)
     if not any(section.blocks for section in sections):
-        raise ParseError(
-            f"{source}: no text layer (no page has extractable text; a scanned PDF needs OCR first)",
-            code="no_text_layer",
-        )
+        needs = "OCR found no text on its pages" if ocr is not None else "a scanned PDF needs OCR (ingest.ocr)"
+        raise ParseError(f"{source}: no text layer (no page has extractable text; {needs})", code="no_text_layer")
     return ParsedDocument(title=title, sections=sections, source=source, format="pdf")
+
+
+def _read_scanned_pages(data: bytes, source: str, sections: list[Section], ocr: OcrSettings) -> None:
+    """Fill each textless page's section with its OCR text; the section keeps its page number, so
+    chunks of a scanned page cite it like any other."""
+    texts = ocr_pages(data, [section.page for section in sections], ocr, source)
+    for section in sections:
+        paragraphs = ocr_paragraphs(texts.get(section.page, ""))
+        section.blocks = [Block(kind="text", text=paragraph) for paragraph in paragraphs]
 
 
 def _open_reader(data: bytes, source: str) -> PdfReader:

@@ -1,0 +1,143 @@
+"""OCR of scanned PDFs on real pages: two pages of a shared SEC filing rendered to images and saved
+back as a PDF with no text layer. The first ingest's page budget is too small for Tesseract, so the
+document lands in the dead-letter queue as ocr_timeout; `citadel ingest --retry-dead-letters` (its
+code path, in-process) replays it with the budget times ingest.ocr.retry_multiplier, and the replay
+publishes chunks that keep their page numbers and answer a question with the right page."""
+
+from __future__ import annotations
+
+import shutil
+
+import pytest
+
+from citadel.cli.ingest_cmd import IngestRequest, run_ingest
+from citadel.config import OcrConfig, load_config
+from citadel.errors import ParseError
+from citadel.ingest.sources import AclSpec, discover
+from citadel.parsing import OcrSettings, parse_bytes
+from citadel.parsing.ocr import ocr_paragraphs, scanned_copy
+from citadel.types import Principal
+from citadel.wiring import Wiring
+from tests.conftest import shared_data
+from tests.required import missing
+
+FILING = "ULTABEAUTY_2023Q4_EARNINGS.pdf"
+# Pages 2 and 3 of the filing (1-based) become pages 1 and 2 of the scan: page 1 holds the SG&A
+# commentary, page 2 the balance-sheet commentary (merchandise inventories, 47 new stores).
+FILING_PAGES = [2, 3]
+SCAN_DPI = 100  # enough for Tesseract on this body text, and half the OCR time of 150
+READER = Principal("t", "analyst", frozenset({"finance"}))
+LIMIT = 10_000_000
+
+
+def _require_tesseract() -> None:
+    if shutil.which("tesseract") is None:
+        missing("TESSERACT", "Tesseract is not installed (Debian: apt-get install tesseract-ocr)",
+                "the OCR tests on scanned pages are skipped")
+
+
+@pytest.fixture(scope="module")
+def scan(tmp_path_factory):
+    _require_tesseract()
+    data = shared_data("pdfs", FILING).read_bytes()
+    path = tmp_path_factory.mktemp("scans") / "ulta-scan.pdf"
+    path.write_bytes(scanned_copy(data, FILING_PAGES, SCAN_DPI))
+    return path
+
+
+@pytest.fixture(scope="module")
+def replayed(scan, tmp_path_factory):
+    """The scan ingested with a 50 ms page budget (dead-lettered), then replayed with 1000 times that."""
+    config = load_config(environ={
+        "CITADEL_HOME": str(tmp_path_factory.mktemp("home")), "CITADEL_EMBEDDING__BACKEND": "hash",
+        "CITADEL_ANSWER__CONFIRM": "false", "CITADEL_INGEST__OCR__PAGE_TIMEOUT_S": "0.05",
+        "CITADEL_INGEST__OCR__RETRY_MULTIPLIER": "1000", "CITADEL_INGEST__OCR__DPI": str(SCAN_DPI)})
+    runtime = Wiring(config=config)
+    first = runtime.ingestor().ingest("t", discover([scan]), AclSpec.from_groups(["finance"]))
+    letters = runtime.catalog.dead_letters("t")
+    replay = run_ingest(runtime, IngestRequest(paths=[], tenant="t", groups=None, acl_file=None, manifest=None,
+                                               retry_dead_letters=True, local=True))
+    yield runtime, first, letters, replay
+    runtime.close()
+
+
+def test_an_ocr_timeout_is_dead_lettered_with_its_reason(replayed):
+    _, first, letters, _ = replayed
+    outcome = first.files[0]
+    assert (outcome.status, outcome.code) == ("failed", "ocr_timeout")
+    assert outcome.reason == f"{outcome.source} page 1: OCR ran past its 0.05 s page budget"
+    assert [(letter["code"], letter["meta"]["groups"]) for letter in letters] == [("ocr_timeout", ["finance"])]
+
+
+def test_the_replay_gets_the_longer_budget_and_publishes(replayed):
+    runtime, _, _, replay = replayed
+    assert [(r["published"], r["failed"]) for r in replay] == [(1, 0)]
+    assert runtime.catalog.dead_letters("t") == []  # the letter is marked retried
+
+
+def test_ocr_text_keeps_its_page_numbers_in_the_chunks(replayed):
+    runtime = replayed[0]
+    table = runtime.partitions.get("t").table
+    by_page: dict[int, str] = {}
+    for page, text in zip(table.column("page").to_pylist(), table.column("text").to_pylist()):
+        by_page[page] = by_page.get(page, "") + text
+    assert set(by_page) == {1, 2}
+    assert "Selling, general and administrative" in by_page[1]
+    assert "Merchandise inventories" in by_page[2] and "47 new stores" in by_page[2]
+    assert "Merchandise inventories" not in by_page[1]
+
+
+def test_a_question_about_a_scanned_page_cites_that_page(replayed):
+    runtime = replayed[0]
+    passages = runtime.retriever.retrieve(READER, "merchandise inventories increase 47 new stores").passages
+    assert passages and (passages[0].page, passages[0].document_id) == (2, "ulta-scan")
+    assert "47 new stores" in passages[0].text
+
+
+def test_a_document_budget_too_small_is_an_ocr_timeout(scan):
+    settings = OcrSettings.from_config(OcrConfig(document_timeout_s=0.001))
+    with pytest.raises(ParseError) as error:
+        parse_bytes(scan.read_bytes(), "scan.pdf", max_bytes=LIMIT, ocr=settings)
+    assert error.value.code == "ocr_timeout" and "the document's 0.001 s budget" in str(error.value)
+
+
+def test_a_missing_language_is_an_ocr_failure(scan):
+    settings = OcrSettings.from_config(OcrConfig(language="zzz"))
+    with pytest.raises(ParseError) as error:
+        parse_bytes(scan.read_bytes(), "scan.pdf", max_bytes=LIMIT, ocr=settings)
+    assert error.value.code == "ocr_failed" and "page 1" in str(error.value)
+
+
+def test_blank_pages_of_a_text_pdf_are_not_read(tmp_path):
+    """A page with neither text nor an image is blank: no OCR child starts, so a tiny budget is no timeout."""
+    from fpdf import FPDF
+
+    pdf = FPDF()
+    pdf.set_font("helvetica", size=12)
+    for text in ("Page one.", "", "Page three."):
+        pdf.add_page()
+        if text:
+            pdf.multi_cell(0, 8, text)
+    settings = OcrSettings.from_config(OcrConfig(page_timeout_s=0.001, document_timeout_s=0.001))
+    parsed = parse_bytes(bytes(pdf.output()), "gap.pdf", max_bytes=LIMIT, ocr=settings)
+    assert [(s.page, [b.text for b in s.blocks]) for s in parsed.sections] == [
+        (1, ["Page one."]), (2, []), (3, ["Page three."])]
+
+
+def test_ocr_paragraphs_split_on_tesseract_block_breaks():
+    text = "Net sales rose.\nThey rose 10%.\n\n\nInventories grew.\n\f"
+    assert ocr_paragraphs(text) == ["Net sales rose.\nThey rose 10%.", "Inventories grew."]
+
+
+def test_ocr_off_leaves_a_scan_refused_as_having_no_text_layer(scan):
+    assert OcrSettings.from_config(OcrConfig(enabled=False)) is None
+    with pytest.raises(ParseError) as error:
+        parse_bytes(scan.read_bytes(), "scan.pdf", max_bytes=LIMIT, ocr=None)
+    assert error.value.code == "no_text_layer"
+
+
+def test_a_replay_multiplies_both_budgets():
+    config = OcrConfig(page_timeout_s=2, document_timeout_s=30, retry_multiplier=3)
+    first, replay = OcrSettings.from_config(config), OcrSettings.from_config(config, replay=True)
+    assert (first.page_timeout_s, first.document_timeout_s) == (2, 30)
+    assert (replay.page_timeout_s, replay.document_timeout_s) == (6, 90)
