@@ -737,6 +737,51 @@ class CatalogConfig(_Section):
         return self
 
 
+class ObjectStoreConfig(_Section):
+    """Where raw uploads are kept, under immutable keys raw/<tenant>/<document>/v<N>/<sha256>.<ext>
+    (citadel/ingest/objects.py, citadel/ingest/uploads.py): a directory under `home`, or an
+    S3-compatible bucket."""
+
+    backend: Literal["local", "s3"] = Field(
+        "local", description="local: files under `root`; s3: the bucket `bucket` through boto3 (pip extra `s3`).")
+    root: Optional[Path] = Field(None, description="The local backend's directory (default <home>/objects).")
+    bucket: Optional[str] = Field(
+        None, pattern=r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$", description="The s3 backend's bucket.")
+    prefix: str = Field(
+        "", pattern=r"^([A-Za-z0-9._=-]{1,200}/){0,8}$",
+        description="Key prefix inside the bucket, ending in '/' (empty: the bucket's root).")
+    endpoint_url: Optional[str] = Field(
+        None, pattern=r"^https?://[^\s/]{1,253}(/[^\s]{0,200})?$",
+        description="An S3-compatible server's URL (MinIO, Ceph, a cloud's S3 API); None: AWS S3. Credentials "
+                    "come from the standard AWS chain (AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY, a profile, a role).")
+    region: Optional[str] = Field(None, max_length=64, description="The bucket's region (None: the AWS default).")
+
+    @model_validator(mode="after")
+    def _s3_needs_a_bucket(self) -> "ObjectStoreConfig":
+        if self.backend == "s3" and not self.bucket:
+            raise ValueError("objects.backend 's3' needs objects.bucket")
+        return self
+
+
+class JobsConfig(_Section):
+    """Durable ingestion jobs (citadel/ingest/runner.py): an upload is queued in the catalog and a job
+    runner works on it under a lease it renews; a runner that stops renewing loses the job to another."""
+
+    lease_s: float = Field(
+        60.0, gt=0, le=3_600, description="How long a runner's claim on a job lasts unless renewed (it renews every "
+        "third of it while it works); a job whose runner died is taken over this long after its last renewal.")
+    poll_s: float = Field(1.0, gt=0, le=60, description="How often an idle runner looks for queued jobs.")
+    max_attempts: int = Field(
+        3, ge=1, le=100, description="Runs a job gets (each takeover or retry is one); past them it fails with the "
+        "reason of its last attempt.")
+    ray_min_bytes: int = Field(
+        16 * 1024 * 1024, ge=0, description="Uploads of at least this many bytes run through the Ray Data pipeline "
+        "(indexing/pipeline.py) where the runner has Ray; smaller ones run in the runner's process.")
+    embedded_runner: bool = Field(
+        True, description="Run a job runner thread in a serving process without Ray (`citadel serve`, tests); on a "
+        "Ray cluster one runner actor per deployment does it instead.")
+
+
 class SignalsConfig(_Section):
     """Signals without labels (DESIGN.md §11, citadel/quality/signals.py): the metrics that show bad
     answers nobody labelled, and `citadel quality report`."""
@@ -794,6 +839,8 @@ class CitadelConfig(_Section):
     ingest: IngestConfig = Field(default_factory=IngestConfig)
     answer: AnswerConfig = Field(default_factory=AnswerConfig)
     ingest_pipeline: IngestPipelineConfig = Field(default_factory=IngestPipelineConfig)
+    objects: ObjectStoreConfig = Field(default_factory=ObjectStoreConfig)
+    jobs: JobsConfig = Field(default_factory=JobsConfig)
     state: StateConfig = Field(default_factory=StateConfig)
     identity: IdentityConfig = Field(default_factory=IdentityConfig)
     serving: ServingConfig = Field(default_factory=ServingConfig)
