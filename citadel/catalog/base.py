@@ -145,13 +145,62 @@ class Publisher(Protocol):
     def withdraw(self, tenant_id: str, document_id: str, actor: str) -> None: ...
 
 
+@dataclass(frozen=True)
+class QueuedJob:
+    """A queued ingestion job and the document version it reserved."""
+
+    job_id: str
+    version: int
+
+
+@dataclass(frozen=True)
+class ClaimedJob:
+    """A queued job as the runner that claimed it sees it (citadel/ingest/runner.py)."""
+
+    job_id: str
+    tenant_id: str
+    document_id: str
+    version: int
+    spec: dict[str, Any]
+    attempts: int  # runs so far, this one included
+
+
 @runtime_checkable
 class JobLog(Protocol):
-    """Ingestion jobs and the sources they could not ingest (dead letters)."""
+    """Ingestion jobs and the sources they could not ingest (dead letters).
+
+    Queued jobs (an upload's: citadel/ingest/runner.py) are worked on under a lease: a runner claims
+    one for `lease_s`, renews it while it works and finishes it through it; every lease write names
+    its owner and does nothing (returns False) once another owner holds the job, so a runner that
+    lost its lease can neither renew nor finish it. A job the queue holds is finished only through
+    its lease: `finish_job` leaves it alone."""
 
     def create_job(self, tenant_id: str, kind: str) -> str: ...
     def finish_job(self, job_id: str, status: str, report: dict[str, Any]) -> None: ...
-    def get_job(self, job_id: str) -> dict[str, Any] | None: ...
+    def get_job(self, job_id: str) -> dict[str, Any] | None:
+        """The job's row (report as a dict); a queued job's also has document_id, version, state,
+        owner, lease_expires_at, attempts and progress (a dict or None)."""
+    def list_jobs(self, tenant_ids: list[str] | None = None, limit: int = 100) -> list[dict[str, Any]]:
+        """The newest `limit` jobs (of these tenants), newest first, rows as `get_job` gives them."""
+    def queue_ingest_job(self, tenant_id: str, document_id: str, spec: dict[str, Any], owner: str,
+                         lease_s: float, now: float) -> QueuedJob:
+        """Record an ingestion job of one document and reserve its version (above every version the
+        catalog recorded or a job reserved), leased to `owner` (the uploader, while it stores the raw
+        file) until `now + lease_s`; `release_job` then hands it to the runners."""
+    def claim_job(self, owner: str, lease_s: float, now: float) -> ClaimedJob | None:
+        """The oldest job that is queued, or leased with its lease run out, now leased to `owner`
+        until `now + lease_s` (its attempts counted); None when there is none. Two runners never
+        claim one job at once."""
+    def renew_job_lease(self, job_id: str, owner: str, lease_s: float, now: float,
+                        progress: dict[str, Any] | None = None) -> bool:
+        """Extend the owner's lease to `now + lease_s` and record its progress; False when the job is
+        no longer the owner's."""
+    def release_job(self, job_id: str, owner: str, progress: dict[str, Any] | None = None) -> bool:
+        """Queue the owner's job again for any runner (after the upload stored its file, or after an
+        attempt that failed and may be retried); False when the job is no longer the owner's."""
+    def finish_leased_job(self, job_id: str, owner: str, status: str, report: dict[str, Any]) -> bool:
+        """Finish the owner's job with its status and report; False (nothing written) when the job
+        is no longer the owner's."""
     def add_dead_letter(self, job_id: str, tenant_id: str, source: str, code: str, reason: str,
                         meta: dict[str, Any]) -> int: ...
     def dead_letters(self, tenant_id: str | None = None, include_retried: bool = False) -> list[dict[str, Any]]: ...

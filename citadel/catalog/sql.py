@@ -31,6 +31,7 @@ from typing import Any, Iterator, Protocol, Sequence
 
 from citadel.catalog.base import (CANDIDATE_PENDING, CANDIDATES_READ_LIMIT, DocumentRecord, ExpiredDocument,
                                   LatestVersion, ReadableDoc, StagedVersion, decide_next_version)
+from citadel.catalog.base import ClaimedJob, QueuedJob
 from citadel.errors import CatalogUnavailable, NotFound
 from citadel.types import Governance, Principal, validate_tenant_id
 
@@ -376,17 +377,94 @@ class SQLCatalog:
         return job_id
 
     def finish_job(self, job_id: str, status: str, report: dict[str, Any]) -> None:
+        """A queued job is finished through its lease only (`finish_leased_job`)."""
         with self._tx() as tx:
-            tx.execute("UPDATE jobs SET status = ?, finished_at = ?, report = ? WHERE job_id = ?",
+            tx.execute("UPDATE jobs SET status = ?, finished_at = ?, report = ? WHERE job_id = ? AND NOT EXISTS"
+                       " (SELECT 1 FROM job_queue q WHERE q.job_id = jobs.job_id)",
                        (status, time.time(), json.dumps(report), job_id))
 
+    _JOB_SELECT = ("SELECT j.*, q.document_id, q.version, q.state, q.owner, q.lease_expires_at, q.attempts,"
+                   " q.progress FROM jobs j LEFT JOIN job_queue q ON q.job_id = j.job_id")
+
     def get_job(self, job_id: str) -> dict[str, Any] | None:
-        rows = self._query("SELECT * FROM jobs WHERE job_id = ?", (job_id,))
-        if not rows:
+        rows = self._query(self._JOB_SELECT + " WHERE j.job_id = ?", (job_id,))
+        return _job_row(rows[0]) if rows else None
+
+    def list_jobs(self, tenant_ids: list[str] | None = None, limit: int = 100) -> list[dict[str, Any]]:
+        where, args = "", ()
+        if tenant_ids is not None:
+            condition, args = self.dialect.in_list("j.tenant_id", tenant_ids[:SQL_PARAMETER_BATCH])
+            where = f" WHERE {condition}"
+        rows = self._query(f"{self._JOB_SELECT}{where} ORDER BY j.created_at DESC, j.job_id LIMIT ?",
+                           (*args, int(limit)))
+        return [_job_row(r) for r in rows]
+
+    # ------------------------------------------------------ the job queue and its leases
+    def queue_ingest_job(self, tenant_id: str, document_id: str, spec: dict[str, Any], owner: str,
+                         lease_s: float, now: float) -> QueuedJob:
+        validate_tenant_id(tenant_id)
+        job_id = uuid.uuid4().hex[:16]
+        key = (tenant_id, document_id)
+        with self._tx() as tx:
+            self.dialect.lock_tenant(tx, tenant_id)  # two uploads of one document reserve two versions
+            recorded = tx.execute("SELECT COALESCE(MAX(version), 0) AS v FROM document_versions WHERE tenant_id = ?"
+                                  " AND document_id = ?", key).fetchone()
+            reserved = tx.execute("SELECT COALESCE(MAX(version), 0) AS v FROM job_queue WHERE tenant_id = ?"
+                                  " AND document_id = ?", key).fetchone()
+            version = max(int(recorded["v"]) if recorded else 0, int(reserved["v"]) if reserved else 0) + 1
+            tx.execute("INSERT INTO jobs (job_id, tenant_id, kind, status, created_at) VALUES (?, ?, 'ingest', 'queued', ?)",
+                       (job_id, tenant_id, now))
+            tx.execute("INSERT INTO job_queue (job_id, tenant_id, document_id, version, spec, state, owner,"
+                       " lease_expires_at, attempts, queued_at) VALUES (?, ?, ?, ?, ?, 'leased', ?, ?, 0, ?)",
+                       (job_id, *key, version, json.dumps(spec), owner, now + lease_s, now))
+        return QueuedJob(job_id, version)
+
+    def claim_job(self, owner: str, lease_s: float, now: float) -> ClaimedJob | None:
+        claimable = "(state = 'queued' OR (state = 'leased' AND lease_expires_at < ?))"
+        # Read first, outside a write transaction: an idle runner's poll takes no write lock.
+        candidates = self._query(f"SELECT job_id FROM job_queue WHERE {claimable} ORDER BY queued_at, job_id"
+                                 " LIMIT 8", (now,))
+        if not candidates:
             return None
-        job = dict(rows[0])
-        job["report"] = json.loads(job["report"]) if job["report"] else None
-        return job
+        with self._tx() as tx:
+            for candidate in candidates:
+                # Re-checked by the UPDATE itself: of two runners racing for a job one updates it, the
+                # other finds it no longer claimable (Postgres re-reads the row after the first commits).
+                row = tx.execute(f"UPDATE job_queue SET state = 'leased', owner = ?, lease_expires_at = ?,"
+                                 f" attempts = attempts + 1 WHERE job_id = ? AND {claimable} RETURNING *",
+                                 (owner, now + lease_s, candidate["job_id"], now)).fetchone()
+                if row is not None:
+                    tx.execute("UPDATE jobs SET status = 'running' WHERE job_id = ?", (row["job_id"],))
+                    return ClaimedJob(row["job_id"], row["tenant_id"], row["document_id"], int(row["version"]),
+                                      json.loads(row["spec"]), int(row["attempts"]))
+        return None
+
+    def renew_job_lease(self, job_id: str, owner: str, lease_s: float, now: float,
+                        progress: dict[str, Any] | None = None) -> bool:
+        with self._tx() as tx:
+            return tx.execute("UPDATE job_queue SET lease_expires_at = ?, progress = COALESCE(?, progress)"
+                              " WHERE job_id = ? AND owner = ? AND state = 'leased'",
+                              (now + lease_s, None if progress is None else json.dumps(progress), job_id,
+                               owner)).rowcount == 1
+
+    def release_job(self, job_id: str, owner: str, progress: dict[str, Any] | None = None) -> bool:
+        with self._tx() as tx:
+            released = tx.execute("UPDATE job_queue SET state = 'queued', owner = NULL, lease_expires_at = NULL,"
+                                  " progress = COALESCE(?, progress) WHERE job_id = ? AND owner = ?"
+                                  " AND state = 'leased'",
+                                  (None if progress is None else json.dumps(progress), job_id, owner)).rowcount == 1
+            if released:
+                tx.execute("UPDATE jobs SET status = 'queued' WHERE job_id = ?", (job_id,))
+            return released
+
+    def finish_leased_job(self, job_id: str, owner: str, status: str, report: dict[str, Any]) -> bool:
+        with self._tx() as tx:
+            finished = tx.execute("UPDATE job_queue SET state = 'done', lease_expires_at = NULL WHERE job_id = ?"
+                                  " AND owner = ? AND state = 'leased'", (job_id, owner)).rowcount == 1
+            if finished:
+                tx.execute("UPDATE jobs SET status = ?, finished_at = ?, report = ? WHERE job_id = ?",
+                           (status, time.time(), json.dumps(report), job_id))
+            return finished
 
     def add_dead_letter(self, job_id: str, tenant_id: str, source: str, code: str, reason: str,
                         meta: dict[str, Any]) -> int:
@@ -587,6 +665,13 @@ def _inserted_id(cursor: Cursor) -> int:
     row = cursor.fetchone()
     assert row is not None, "an INSERT ... RETURNING id returns its row"
     return int(row["id"])
+
+
+def _job_row(row: dict[str, Any]) -> dict[str, Any]:
+    job = dict(row)
+    job["report"] = json.loads(job["report"]) if job["report"] else None
+    job["progress"] = json.loads(job["progress"]) if job.get("progress") else None
+    return job
 
 
 def _candidate_row(row: dict[str, Any]) -> dict[str, Any]:

@@ -209,6 +209,55 @@ class CatalogConformance:
         assert done["status"] == "succeeded" and done["report"] == {"documents": 2, "failed": []}
         assert catalog.get_job("no-such-job") is None
 
+    def test_a_queued_job_reserves_versions_and_waits_for_its_release(self, catalog):
+        catalog.publish(T1, "seg-1", "tiny", [stage("travel", 4)], "job-0")
+        first = catalog.queue_ingest_job(T1, "travel", {"filename": "t.md"}, "uploader", 30.0, now=100.0)
+        second = catalog.queue_ingest_job(T1, "travel", {"filename": "t.md"}, "uploader", 30.0, now=101.0)
+        other = catalog.queue_ingest_job(T1, "board", {}, "uploader", 30.0, now=102.0)
+        assert (first.version, second.version, other.version) == (5, 6, 1)  # above recorded and reserved ones
+        job = catalog.get_job(first.job_id)
+        assert (job["status"], job["state"], job["document_id"], job["version"], job["attempts"]) == (
+            "queued", "leased", "travel", 5, 0)
+        assert catalog.claim_job("runner-a", 10.0, now=110.0) is None  # the uploader still holds them
+        assert catalog.release_job(first.job_id, "someone-else") is False
+        assert catalog.release_job(first.job_id, "uploader") is True
+        claimed = catalog.claim_job("runner-a", 10.0, now=111.0)
+        assert (claimed.job_id, claimed.tenant_id, claimed.document_id, claimed.version, claimed.spec,
+                claimed.attempts) == (first.job_id, T1, "travel", 5, {"filename": "t.md"}, 1)
+        assert catalog.get_job(first.job_id)["status"] == "running"
+        assert [j["job_id"] for j in catalog.list_jobs([T1])][:1] == [other.job_id]  # newest first
+        assert catalog.list_jobs([T2]) == []
+
+    def test_a_job_lease_is_held_by_one_owner_until_it_runs_out(self, catalog):
+        queued = catalog.queue_ingest_job(T1, "travel", {}, "uploader", 30.0, now=0.0)
+        catalog.release_job(queued.job_id, "uploader")
+        assert catalog.claim_job("runner-a", 10.0, now=1.0).job_id == queued.job_id
+        assert catalog.claim_job("runner-b", 10.0, now=5.0) is None  # a's lease runs to 11
+        assert catalog.renew_job_lease(queued.job_id, "runner-a", 10.0, now=9.0, progress={"stage": "embed"})
+        assert catalog.claim_job("runner-b", 10.0, now=15.0) is None  # renewed to 19
+        assert catalog.get_job(queued.job_id)["progress"] == {"stage": "embed"}
+        taken = catalog.claim_job("runner-b", 10.0, now=20.0)  # a stopped renewing
+        assert (taken.job_id, taken.attempts) == (queued.job_id, 2)
+        assert catalog.renew_job_lease(queued.job_id, "runner-a", 10.0, now=21.0) is False
+        assert catalog.finish_leased_job(queued.job_id, "runner-a", "succeeded", {"by": "a"}) is False
+        assert catalog.release_job(queued.job_id, "runner-a") is False
+        catalog.finish_job(queued.job_id, "failed", {"by": "an engine"})  # a queued job ends by its lease only
+        assert catalog.get_job(queued.job_id)["status"] == "running"
+        assert catalog.finish_leased_job(queued.job_id, "runner-b", "succeeded", {"by": "b"}) is True
+        done = catalog.get_job(queued.job_id)
+        assert (done["status"], done["state"], done["report"]) == ("succeeded", "done", {"by": "b"})
+        assert catalog.claim_job("runner-c", 10.0, now=1_000.0) is None  # done is never claimed again
+
+    def test_two_runners_racing_claim_each_job_once(self, catalog):
+        import concurrent.futures
+
+        for n in range(6):
+            catalog.release_job(catalog.queue_ingest_job(T1, f"doc-{n}", {}, "up", 30.0, now=0.0).job_id, "up")
+        with concurrent.futures.ThreadPoolExecutor(4) as pool:
+            claims = list(pool.map(lambda n: catalog.claim_job(f"runner-{n}", 30.0, now=1.0), range(10)))
+        claimed = [c.job_id for c in claims if c is not None]
+        assert len(claimed) == 6 and len(set(claimed)) == 6
+
     def test_dead_letters_are_listed_per_tenant_until_retried(self, catalog):
         job_id = catalog.create_job(T1, "ingest")
         first = catalog.add_dead_letter(job_id, T1, "a.pdf", "parse_failed", "bad xref", {"size": 10})
