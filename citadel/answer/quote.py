@@ -59,18 +59,3 @@ def scored_sentences(reader: Reader, question: str, slot: AskedSlot, sources: Se
     return [ScoredSentence(number, position, text, item, float(p), holds_slot(slot, text),
                            subject_share(slot, f"{context.get(number, '')}\n{text}"))
             for (number, position, text, item), p in zip(picked, probabilities)]
-
-
-# A sentence shorter than this is not taken as quoted: a short phrase ("Yes.") matches by chance.
-MIN_QUOTED_CHARS = 20
-
-
-def quoted_sentence(answer: str, source_text: str) -> str | None:
-    """The first sentence of a source that the answer repeats word for word (the extractive
-    generator quotes; a generated answer may too), for its citation to mark; None when none is."""
-    said = " ".join(answer.split())
-    for sentence, _ in sentence_pieces(source_text):
-        plain = " ".join(sentence.split())
-        if len(plain) >= MIN_QUOTED_CHARS and plain in said:
-            return sentence
-    return None

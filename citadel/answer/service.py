@@ -30,11 +30,10 @@ from citadel.answer.gate import (CLARIFY, NEEDS_CLARIFICATION, NO_ELIGIBLE_SOURC
 from citadel.answer.gate_model import CalibratedGate
 from citadel.answer.glossary import glossary_of
 from citadel.answer.links import LinkPolicy
-from citadel.answer.quote import quoted_sentence
 from citadel.answer.semantic import ClaimSupport, term_matches
 from citadel.answer.slots import asked_slot
-from citadel.answer.validator import (AnswerValidator, ValidatedAnswer, marker_numbers, renumber_markers,
-                                      strip_markers)
+from citadel.answer.validator import (AnswerValidator, ValidatedAnswer, marker_numbers, quoted_sentence,
+                                      renumber_markers, strip_markers)
 from citadel.catalog.base import Catalog
 from citadel.config import AgentConfig
 from citadel.generation.base import Generator, prompt_token_counts

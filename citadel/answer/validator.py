@@ -23,7 +23,7 @@ from citadel.answer.extractive import select_evidence
 from citadel.answer.quantities import parse_figure
 from citadel.answer.semantic import ClaimSupport
 from citadel.prompting.source import Source
-from citadel.text import LIST_BULLET, content_terms
+from citadel.text import LIST_BULLET, content_terms, sentence_pieces
 
 MARKER = regex.compile("answer.validator.marker", r"\[(\d+(?:\s*[,;]\s*\d+)*)\]")
 # Small models write "source 2" or "[Source 2]" instead of "[2]"; read those as markers, or their
@@ -226,6 +226,22 @@ def with_markers(body: str, numbers: Sequence[int]) -> str:
     if match:
         return f"{body[:match.start()].rstrip()} {markers}{match.group(0)}"
     return f"{body} {markers}"
+
+
+# A sentence shorter than this is not taken as quoted: a short phrase ("Yes.") matches by chance.
+MIN_QUOTED_CHARS = 20
+
+
+def quoted_sentence(answer: str, source_text: str) -> str | None:
+    """The first sentence of a source that the answer repeats word for word (the extractive
+    generator quotes; a generated answer may too), its [n] markers aside, for its citation to mark
+    (citadel.types.section_url); None when none is."""
+    said = " ".join(" ".join(strip_markers(claim).split()) for claim in split_claims(answer))
+    for sentence, _ in sentence_pieces(source_text):
+        plain = " ".join(sentence.split())
+        if len(plain) >= MIN_QUOTED_CHARS and plain in said:
+            return sentence
+    return None
 
 
 def renumber_markers(text: str, mapping: dict[int, int]) -> str:

@@ -6,13 +6,19 @@ serving process (`answer.answer_log_purge_interval_s`), so an idle deployment fo
 The purge is the answer log's only deleter (the table refuses updates). The prompts kept encrypted for
 investigation (citadel/guardrails/prompt_vault.py) go by the same purge, after
 `answer.prompt_retention_days`.
+
+Documents go by their retention class (`governance.retention_classes`, the class the catalog states
+of their published version): past its days, counted from the effective date (else from publication),
+`purge_expired_documents` withdraws them through the withdrawal (citadel/ingest/withdrawal.py), which
+deletes every copy of their text; `citadel purge-logs` runs it.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
-from typing import Callable
+import time
+from typing import Any, Callable
 
 log = logging.getLogger(__name__)
 
@@ -35,6 +41,29 @@ def purge_expired_prompts(catalog, config) -> int:
     if purge is None:  # a catalog without a prompt vault keeps no prompts
         return 0
     return int(purge(float(config.prompt_retention_days) * SECONDS_PER_DAY))
+
+
+# The actor a retention purge's withdrawals are audited under.
+RETENTION_ACTOR = "retention"
+
+
+def purge_expired_documents(catalog, withdraw: Callable[[str, str, str], Any], governance_config,
+                            now: float | None = None) -> list[dict[str, str]]:
+    """Withdraw (and so delete) up to `governance.purge_batch` documents past their retention class;
+    `withdraw(tenant, document, actor)` is the withdrawal bound to this process's partitions. Returns
+    what went; a document whose withdrawal fails is logged and left for the next run."""
+    expired = catalog.expired_documents(dict(governance_config.retention_classes),
+                                        time.time() if now is None else now, governance_config.purge_batch)
+    purged: list[dict[str, str]] = []
+    for document in expired:
+        try:
+            withdraw(document.tenant_id, document.document_id, RETENTION_ACTOR)
+        except Exception:  # the rest still go; this one is found again by the next run
+            log.exception("retention: withdrawing %s/%s failed", document.tenant_id, document.document_id)
+            continue
+        purged.append({"tenant_id": document.tenant_id, "document_id": document.document_id,
+                       "retention_class": document.retention_class})
+    return purged
 
 
 # Conversations and runs (citadel/state) expire by the same purge, after `agent.retention_days` idle:

@@ -273,7 +273,7 @@ def withdraw(
     runtime = Wiring(config_path=config)
     try:
         report = withdraw_document(runtime.catalog, runtime.ingestor(), runtime.config.home,
-                                   runtime.config.partitions_dir, tenant, doc, actor="cli")
+                                   runtime.config.partitions_dir, tenant, doc, actor="cli", objects=runtime.objects)
     except NotFound as error:
         _fail(str(error))
     print(json.dumps(report.to_dict()))
@@ -352,18 +352,26 @@ def tenants(as_json: bool = typer.Option(False, "--json"), config: Optional[Path
 def purge_logs(config: Optional[Path] = ConfigOption) -> None:
     """Delete answer-log entries older than `answer.answer_log_retention_days` (run it from cron or a
     CronJob; serving processes also purge every `answer.answer_log_purge_interval_s`), and kept prompts
-    older than `answer.prompt_retention_days`."""
-    from citadel.catalog.retention import purge_expired_answers, purge_expired_prompts
+    older than `answer.prompt_retention_days`; and withdraw (deleting every copy) the documents past
+    their retention class (`governance.retention_classes`)."""
+    import functools
+
+    from citadel.catalog.retention import purge_expired_answers, purge_expired_documents, purge_expired_prompts
     from citadel.catalog.retention import purge_expired_sessions
+    from citadel.ingest.withdrawal import withdraw_document
 
     runtime = Wiring(config_path=config)
     purged = purge_expired_answers(runtime.catalog, runtime.config.answer)
     # Conversations and runs idle past agent.retention_days go by the same purge.
     sessions = purge_expired_sessions(runtime.run_store, runtime.conversation_store, runtime.config.agent)
     prompts = purge_expired_prompts(runtime.catalog, runtime.config.answer)
+    withdraw = functools.partial(withdraw_document, runtime.catalog, runtime.ingestor(), runtime.config.home,
+                                 runtime.config.partitions_dir)
+    documents = purge_expired_documents(runtime.catalog, withdraw, runtime.config.governance)
     print(json.dumps({"purged": purged, "retention_days": runtime.config.answer.answer_log_retention_days,
                       "prompts_purged": prompts, "prompt_retention_days": runtime.config.answer.prompt_retention_days,
-                      **sessions, "session_retention_days": runtime.config.agent.retention_days}))
+                      **sessions, "session_retention_days": runtime.config.agent.retention_days,
+                      "documents_purged": documents}))
 
 
 @app.command("dead-letters")

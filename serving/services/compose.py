@@ -27,6 +27,7 @@ from citadel.wiring import Stages, Wiring
 from serving.services.access import Access
 from serving.services.admin import AdminService
 from serving.services.answer_cache import AnswerCacheView
+from serving.services.documents import DocumentsService
 from serving.services.drills import DrillService
 from serving.services.metrics import ApiMetrics
 from serving.services.query import QueryService
@@ -57,6 +58,7 @@ class Services:
     resilience: Resilience
     wiring: Wiring
     candidates: CandidatesService | None = None  # the candidate test items' admin routes
+    documents: DocumentsService | None = None  # what citations open, policies by id
 
 
 def build_services(config: CitadelConfig, stages: Stages | None = None, clock: Callable[[], float] | None = None,
@@ -97,7 +99,7 @@ def build_services(config: CitadelConfig, stages: Stages | None = None, clock: C
     drills = DrillService(fault_store(config) if config.serving.fault_injection else None, config.answer,
                           wiring.catalog)
     return Services(config, Access(wiring.authenticator), query, admin, drills, runs, approvals, metrics, resilience,
-                    wiring, CandidatesService(candidates))
+                    wiring, CandidatesService(candidates), DocumentsService(wiring.catalog, wiring.partitions))
 
 
 def _runs_service(config: CitadelConfig, wiring: Wiring, metrics: ApiMetrics, in_replica: bool,

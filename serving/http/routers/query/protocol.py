@@ -30,6 +30,16 @@ class Citation(BaseModel):
     heading: str
     page: Optional[int]
     source: str
+    # The catalog's governance of the cited version (the ACL file or the admin API set it, never the
+    # document's content): serving/http/routers/documents/protocol.py `Governance`.
+    policy_id: Optional[str] = None
+    policy_revision: Optional[str] = None
+    sensitivity: Optional[str] = None
+    retention_class: Optional[str] = None
+    url: Optional[str] = Field(None, description="Where this deployment opens the cited section (relative to its base "
+                                                 "URL; the quoted sentence marked): GET /v1/documents/{document}/"
+                                                 "versions/{version}/sections/{chunk_id}, the same live permission "
+                                                 "check as retrieval, 404 once the caller may not read it.")
 
 
 class Passage(Citation):
