@@ -32,6 +32,8 @@ if TYPE_CHECKING:  # the role protocols; each is imported where its implementati
     from citadel.generation.base import Generator
     from citadel.guardrails.base import QuestionRouter
     from citadel.ingest.engine import IngestEngine
+    from citadel.ingest.objects import ObjectStore
+    from citadel.ingest.runner import JobRunner, Progress
     from citadel.reader.base import Reader
     from citadel.rerank.base import Reranker
     from citadel.resilience.guards import ResilientGenerator
@@ -482,6 +484,25 @@ class Wiring:
                                   self.config.agent, router=self.router, catalog=self.catalog,
                                   partitions=self.partitions, cost_per_1k_tokens=self.config.state.cost_per_1k_tokens,
                                   **options)
+
+    @cached_property
+    def objects(self) -> ObjectStore:
+        """Where raw uploads are kept, under immutable keys (citadel/ingest/objects.py, uploads.py)."""
+        from citadel.ingest.objects import make_object_store
+
+        return make_object_store(self.config)
+
+    def job_runner(self, large: Callable[[Progress], IngestEngine] | None = None,
+                   on_published: Callable[[str], None] | None = None) -> JobRunner:
+        """A runner of queued ingestion jobs over this wiring's catalog, object store and in-process
+        engine (`large`: the Ray Data engine, where the caller has Ray). Uploads of the older layout
+        are moved under their raw keys first (citadel/ingest/uploads.py)."""
+        from citadel.ingest.runner import Engines, JobRunner
+        from citadel.ingest.uploads import migrate_legacy_uploads
+
+        migrate_legacy_uploads(self.config.home, self.catalog, self.objects)
+        return JobRunner(self.catalog, self.objects, Engines(lambda progress: self.ingestor(progress), large),
+                         self.config.jobs, self.config.home / "jobs", on_published=on_published)
 
     def ingestor(self, progress=None) -> IngestEngine:
         """An in-process ingestion engine writing through this wiring's catalog and embedder."""

@@ -7,7 +7,8 @@ Eligibility goes first, then the copies, so no query sees the document in betwee
 3. its chunk text, vectors and BM25 postings leave the partition files: a publish without its rows,
    and every older segment deleted (Ingestor.expunge). Verified afterwards: no segment on disk holds
    a row of it, by its id or by any chunk id of the catalog's per-version manifests;
-4. its raw uploads are deleted (citadel/ingest/uploads.py);
+4. its raw files are deleted, every version's, from the object store (citadel/ingest/uploads.py), and
+   any upload of the older layout under the home;
 5. the answer-log rows citing it are deleted, question and answer (an answer quotes its source),
    and so are the candidate test items whose answer cites it (citadel/quality/candidates.py),
    overwritten in the SQLite file rather than left in free pages or the WAL;
@@ -29,7 +30,8 @@ from typing import Callable, Protocol
 
 from citadel.catalog.base import Catalog
 from citadel.errors import VerificationFailed
-from citadel.ingest.uploads import delete_uploads
+from citadel.ingest.objects import ObjectStore
+from citadel.ingest.uploads import delete_legacy_uploads, delete_raw
 from citadel.segments.expunge import segments_holding
 
 
@@ -54,20 +56,28 @@ class WithdrawalReport:
 
 def withdraw_document(catalog: Catalog, expunger: Expunger, home: Path, partitions_dir: Path, tenant_id: str,
                       document_id: str, actor: str,
-                      invalidate_cache: Callable[[str, list[str]], None] | None = None) -> WithdrawalReport:
-    """Withdraw the document and delete every copy of its text under the home (the steps above).
-    NotFound for an unknown document, VerificationFailed if a segment still holds it afterwards."""
+                      invalidate_cache: Callable[[str, list[str]], None] | None = None,
+                      objects: ObjectStore | None = None) -> WithdrawalReport:
+    """Withdraw the document and delete every copy of its text under the home and in `objects`
+    (the raw files' store; the steps above). NotFound for an unknown document, VerificationFailed if
+    a segment still holds it afterwards."""
     catalog.withdraw(tenant_id, document_id, actor)
     if invalidate_cache is not None:
         invalidate_cache(tenant_id, [document_id])
     job = expunger.expunge(tenant_id, document_id)
     _verify_gone(catalog, partitions_dir, tenant_id, document_id)
     report = WithdrawalReport(tenant_id, document_id, "withdrawn", getattr(job, "segment_id", None),
-                              delete_uploads(home, catalog, tenant_id, document_id),
+                              _delete_raw_files(home, catalog, objects, tenant_id, document_id),
                               catalog.forget_answers_citing(tenant_id, document_id))
     catalog.audit(actor, "withdrawal_deleted", tenant_id, document_id,
                   {k: v for k, v in report.to_dict().items() if k not in ("tenant_id", "document_id")})
     return report
+
+
+def _delete_raw_files(home: Path, catalog: Catalog, objects: ObjectStore | None, tenant_id: str,
+                      document_id: str) -> int:
+    deleted = delete_legacy_uploads(home, catalog, tenant_id, document_id)
+    return deleted + (delete_raw(objects, tenant_id, document_id) if objects is not None else 0)
 
 
 def _verify_gone(catalog: Catalog, partitions_dir: Path, tenant_id: str, document_id: str) -> None:
