@@ -144,7 +144,9 @@ def ingest(
     local: bool = typer.Option(False, "--local", help="Run in-process instead of on Ray Data."),
     address: Optional[str] = typer.Option(None, "--address", help="Run on an existing Ray cluster (host:port of "
                                            "its GCS) instead of starting a local one."),
-    retry_dead_letters: bool = typer.Option(False, "--retry-dead-letters", help="Replay dead letters (this tenant's, or all on Ray)."),
+    retry_dead_letters: bool = typer.Option(
+        False, "--retry-dead-letters", help="Replay dead letters (this tenant's, or all on Ray); a scanned PDF's OCR "
+        "gets its budgets times ingest.ocr.retry_multiplier."),
     as_json: bool = typer.Option(False, "--json", help="Print the job report as JSON."),
     config: Optional[Path] = ConfigOption,
 ) -> None:
