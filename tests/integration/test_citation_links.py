@@ -112,6 +112,31 @@ def test_governance_from_the_acl_file_reaches_chunks_and_citations_not_the_front
     assert any(p["document_id"] == "remote-work" and p["sensitivity"] == "confidential" for p in passages["passages"])
 
 
+def test_governance_from_the_admin_api_reaches_the_citation_not_the_content(client, home):
+    text = ("---\nsensitivity: public\npolicy_id: FAKE-2\n---\n# Visitor Policy\n\n## Badges\n\n"
+            "Every visitor wears a red badge issued by the front desk of the Quillon building.\n")
+    upload = {"document_id": "visitors", "filename": "visitors.md", "groups": ["staff"], "text": text,
+              "policy_id": "SEC-4", "policy_revision": "2024-1", "sensitivity": "restricted",
+              "retention_class": "standard"}
+    response = client.post("/v1/admin/tenants/acme/documents", json=upload, headers=home.admin_headers())
+    assert response.status_code == 202, response.text
+    client.app.state.services.admin.wait_for_jobs(60)
+    job = client.get(f"/v1/admin/jobs/{response.json()['job_id']}", headers=home.admin_headers()).json()
+    assert job["status"] == "succeeded", job
+    passages = client.post("/v1/retrieve", json={"query": "visitor red badge Quillon front desk"},
+                           headers=home.headers()).json()["passages"]
+    visitor = next(p for p in passages if p["document_id"] == "visitors")
+    assert (visitor["policy_id"], visitor["policy_revision"], visitor["sensitivity"], visitor["retention_class"]) == (
+        "SEC-4", "2024-1", "restricted", "standard")
+    opened = client.get(visitor["url"], headers=home.headers()).json()
+    assert (opened["policy_id"], opened["sensitivity"]) == ("SEC-4", "restricted")
+    assert client.get("/v1/policies/SEC-4", headers=home.headers()).json()["policy_revision"] == "2024-1"
+    # a user's request body names no governance: unknown fields are ignored, never trusted
+    answer = client.post("/v1/answer", json={"question": "What colour badge does a visitor wear?",
+                                              "sensitivity": "public"}, headers=home.headers()).json()
+    assert all(c["sensitivity"] == "restricted" for c in answer["citations"] if c["document_id"] == "visitors")
+
+
 def test_a_citation_url_opens_its_section_for_a_reader_with_the_quoted_sentence_marked(client, home):
     citation = _remote_work_citation(client, home)
     url = citation["url"]

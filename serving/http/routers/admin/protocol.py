@@ -10,6 +10,7 @@ from pydantic import BaseModel, Field, model_validator
 
 from citadel.errors import CitadelError, InvalidRequest
 from citadel.ingest.sources import TrustedFields
+from citadel.types import Governance
 from serving.http.protocol import NAME_PATTERN, RequestBody, ResponseBody
 
 # The largest row id a path may name (a catalog row id is a 64-bit integer; larger is a 422, not a 500).
@@ -31,6 +32,13 @@ class UploadRequest(RequestBody):
                                           description="ISO date (YYYY-MM-DD) the document takes effect.")
     supersedes: Optional[str] = Field(None, pattern=NAME_PATTERN,
                                       description="Id of a document of the same tenant this one replaces.")
+    # Governance (citadel.types.Governance): the catalog's, set here or by the ACL file, never by the content.
+    policy_id: Optional[str] = Field(None, pattern=NAME_PATTERN, description="The policy this document is "
+                                     "(GET /v1/policies/{id} resolves it to its current approved revision).")
+    policy_revision: Optional[str] = Field(None, pattern=NAME_PATTERN, description="The policy's revision.")
+    sensitivity: Optional[str] = Field(None, pattern=NAME_PATTERN, description="One of governance.sensitivities.")
+    retention_class: Optional[str] = Field(None, pattern=NAME_PATTERN, description="One of "
+                                           "governance.retention_classes: past its days the document is withdrawn.")
 
     @model_validator(mode="after")
     def _one_content(self) -> "UploadRequest":
@@ -42,7 +50,8 @@ class UploadRequest(RequestBody):
     def trusted_fields(self) -> TrustedFields:
         try:
             return TrustedFields(owner=self.owner or "", status=self.status, effective_date=self.effective_date,
-                                 supersedes=self.supersedes)
+                                 supersedes=self.supersedes, governance=Governance(
+                                     self.policy_id, self.policy_revision, self.sensitivity, self.retention_class))
         except CitadelError as error:
             raise ValueError(str(error)) from None
 
