@@ -1,9 +1,10 @@
 """`citadel demo` (what `make demo` runs): ingest the fictional tenants in examples/, start a local
 cluster (`citadel up`: Ray on 127.0.0.1 and the Serve app) and show, through its HTTP API, citations,
 a superseded version excluded after an upload, a Finance-only document invisible to Sales, tenant
-isolation, a page citation, a cited answer, a not-confirmed reply with its closest evidence, an honest
-refusal, an ACL revocation and an agentic run
-through the runs API (the running example, then again with the agreement withdrawn); then stop it."""
+isolation, a page citation, a scanned page (no text layer, read by OCR) answered with its page, a
+cited answer, a not-confirmed reply with its closest evidence, an honest refusal, an ACL revocation
+and an agentic run through the runs API (the running example, then again with the agreement
+withdrawn); then stop it."""
 
 from __future__ import annotations
 
@@ -43,6 +44,12 @@ PDF_PAGES = [
 ]
 
 
+# A one-page notice that reaches the demo as a scan (no text layer): OCR reads it at ingestion.
+SCANNED_NOTICE = ("Office parking", "Acme staff parking permits cost 35 USD per month and are renewed every "
+                  "January. Visitors park free for up to four hours when they register at reception.")
+SCAN_DPI = 150
+
+
 def generate_pdf(path: Path) -> Path:
     """The demo's PDF is generated at build time (a real text layer, three pages)."""
     from fpdf import FPDF
@@ -57,6 +64,24 @@ def generate_pdf(path: Path) -> Path:
         pdf.multi_cell(0, 7, body, new_x="LMARGIN", new_y="NEXT")
     path.parent.mkdir(parents=True, exist_ok=True)
     pdf.output(str(path))
+    return path
+
+
+def generate_scan(path: Path) -> Path:
+    """The notice printed to a PDF, then rendered to an image-only PDF, as a scanner would return it."""
+    from fpdf import FPDF
+
+    from citadel.parsing.ocr import scanned_copy
+
+    pdf = FPDF()
+    pdf.set_title("Acme Parking Notice")
+    pdf.add_page()
+    pdf.set_font("Helvetica", "B", 16)
+    pdf.multi_cell(0, 10, SCANNED_NOTICE[0], new_x="LMARGIN", new_y="NEXT")
+    pdf.set_font("Helvetica", size=12)
+    pdf.multi_cell(0, 7, SCANNED_NOTICE[1], new_x="LMARGIN", new_y="NEXT")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(scanned_copy(bytes(pdf.output()), [1], SCAN_DPI))
     return path
 
 
@@ -218,7 +243,7 @@ def ingest_examples(runtime: Wiring) -> None:
     # The examples are the operator's own files: their front matter names ids, owners, dates, predecessors.
     acme_files = [f for f in discover([EXAMPLES / "acme"], trust_front_matter=True) if "travel-policy-v3" not in f.source]
     pdf = generate_pdf(Path("examples/generated/acme/remote-work-guide.pdf"))
-    acme_files += discover([pdf])
+    acme_files += discover([pdf, generate_scan(Path("examples/generated/acme/parking-notice-scan.pdf"))])
     _ingest(runtime, "acme", acme_files, acme_acl)
     _ingest(runtime, "northwind", discover([EXAMPLES / "northwind"], trust_front_matter=True),
             AclSpec.from_file(EXAMPLES / "northwind" / "acl.yaml"))
@@ -269,6 +294,7 @@ def _tour(api: ApiClient, confirm: bool = True) -> None:
                      staff, "What is the hotel limit per night?")
     _expect(all(p["version"] == 3 for p in passages if p["document_id"] == "travel-policy"), "superseded version leaked")
     _show(api, "3. A page citation from the generated PDF", staff, "How much is reimbursed for home office equipment?")
+    _scanned_page(api, staff)
 
     sales = User("northwind", "sam", ("sales",))
     finance = User("northwind", "fiona", ("finance",))
@@ -300,6 +326,18 @@ def _tour(api: ApiClient, confirm: bool = True) -> None:
     revoked = _show(api, "11. Margin model revoked from Finance through the admin API: gone at once", finance, margin)
     _expect(all(p["document_id"] != "margin-model" for p in revoked), "revoked document still served")
     _running_example(api, sales)
+
+
+def _scanned_page(api: ApiClient, staff: User) -> None:
+    """A question answered from a page that reached Citadel as an image: OCR read it at ingestion."""
+    if shutil.which("tesseract") is None:
+        console.print("[yellow]3b. skipped: Tesseract is not installed (apt-get install tesseract-ocr), so the "
+                      "scanned parking notice went to the dead-letter queue as ocr_failed[/yellow]")
+        return
+    scanned = _answer(api, "3b. A scanned page (no text layer), read by OCR at ingestion, answers with its page",
+                      staff, "How much does a staff parking permit cost per month?")
+    _expect(any(c["document_id"] == "parking-notice-scan" and c["page"] == 1 for c in scanned["citations"]),
+            f"the scanned notice was not cited with its page: {scanned['outcome']}")
 
 
 def _running_example(api: ApiClient, sales: User) -> None:
