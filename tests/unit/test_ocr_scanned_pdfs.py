@@ -13,12 +13,16 @@ import pytest
 from citadel.cli.ingest_cmd import IngestRequest, run_ingest
 from citadel.config import OcrConfig, load_config
 from citadel.errors import ParseError
-from citadel.ingest.sources import AclSpec, discover
+from citadel.ingest.engine import TenantSources
+from citadel.ingest.sources import AclSpec, SourceFile, discover
+from citadel.ingest.steps import VersionSnapshot
 from citadel.parsing import OcrSettings, parse_bytes
-from citadel.parsing.ocr import ocr_paragraphs, scanned_copy
+from citadel.parsing.ocr import CHILD_GRACE_S, ocr_paragraphs, scanned_copy
 from citadel.types import Principal
 from citadel.wiring import Wiring
 from tests.conftest import shared_data
+from indexing.records import records_from_jobs
+from indexing.stages import ParseChunkStage
 from tests.required import missing
 
 FILING = "ULTABEAUTY_2023Q4_EARNINGS.pdf"
@@ -94,11 +98,36 @@ def test_a_question_about_a_scanned_page_cites_that_page(replayed):
     assert "47 new stores" in passages[0].text
 
 
+def test_a_replay_carries_its_longer_budget_through_the_ray_data_records(scan, tmp_path):
+    """Ray Data's parse workers rebuild each source from its record: the replay flag travels as a column."""
+    config = load_config(environ={"CITADEL_HOME": str(tmp_path), "CITADEL_EMBEDDING__BACKEND": "hash",
+                                  "CITADEL_INGEST__OCR__PAGE_TIMEOUT_S": "0.001",
+                                  "CITADEL_INGEST__OCR__RETRY_MULTIPLIER": "2"})
+    reasons = []
+    for replay in (False, True):
+        source = SourceFile(scan, "ulta-scan", str(scan), replay=replay)
+        records, acl = records_from_jobs([TenantSources("t", (source,), AclSpec.from_groups(["finance"]))])
+        rows = ParseChunkStage(config, VersionSnapshot({}), acl)(records).to_pylist()
+        reasons.append({(row["code"], row["reason"]) for row in rows})
+    assert reasons == [{("ocr_timeout", f"{scan} page 1: OCR ran past its {budget} s page budget")}
+                       for budget in ("0.001", "0.002")]
+
+
 def test_a_document_budget_too_small_is_an_ocr_timeout(scan):
     settings = OcrSettings.from_config(OcrConfig(document_timeout_s=0.001))
     with pytest.raises(ParseError) as error:
         parse_bytes(scan.read_bytes(), "scan.pdf", max_bytes=LIMIT, ocr=settings)
     assert error.value.code == "ocr_timeout" and "the document's 0.001 s budget" in str(error.value)
+
+
+def test_a_child_still_running_past_its_grace_is_killed(scan):
+    """The parent's own deadline (budget + grace), for a child that hangs: here the budget ends 0.1 s
+    after the child starts, before it can even report."""
+    settings = OcrSettings(page_timeout_s=60, document_timeout_s=0.1 - CHILD_GRACE_S, dpi=SCAN_DPI, language="eng",
+                           max_page_pixels=10_000_000)
+    with pytest.raises(ParseError) as error:
+        parse_bytes(scan.read_bytes(), "scan.pdf", max_bytes=LIMIT, ocr=settings)
+    assert error.value.code == "ocr_timeout" and str(error.value).endswith("budget and was stopped")
 
 
 def test_a_missing_language_is_an_ocr_failure(scan):
