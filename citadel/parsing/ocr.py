@@ -5,16 +5,17 @@ it renders to memory). Reading is Tesseract (Debian's tesseract-ocr) through pyt
 
 Both run in a child process per document (citadel/parsing/ocr_child.py), never in the ingest worker:
 the parent kills the child's whole process group when the document's time is up, so a hung render or
-OCR never hangs ingestion, and PDFium (not thread-safe) never serves two documents at once. Inside the
-child pytesseract runs `tesseract` per page and kills it when the page's time is up. Every page is bounded by
-`page_timeout_s`, and all of a document's OCR, rendering included, by `document_timeout_s`. A timeout
+OCR never hangs ingestion, and PDFium (not thread-safe) never renders two documents at once. Inside
+the child pytesseract runs `tesseract` per page and kills it when the page's time is up. Every page is
+bounded by `page_timeout_s`, and all of a document's OCR, rendering included, by `document_timeout_s`. A timeout
 raises ParseError `ocr_timeout`, any other failure (Tesseract missing, a language not installed, a page
 pdfium cannot render) `ocr_failed`. Either dead-letters the whole document: publishing it without the
 pages that could not be read would lose them silently. A replay of the letter (`citadel ingest
 --retry-dead-letters`) gets the budgets times `retry_multiplier`.
 
-Only a page that shows an image is read: a page with neither text nor image is blank, and OCR on it
-would only cost time (and fail where Tesseract is not installed).
+Only a page that shows an image is read (found in the caller's process: counting a page's objects
+renders nothing): a page with neither text nor image is blank, and OCR on it would only cost time, and
+fail where Tesseract is not installed. A text PDF with blank pages never starts a child.
 """
 
 from __future__ import annotations
@@ -47,8 +48,8 @@ CHILD_SCRIPT = Path(__file__).with_name("ocr_child.py")
 # The parent kills the child this long after the document's budget: the child reports its own timeout
 # (naming the page) unless it hangs, and needs a moment to start (imports) and to stop Tesseract.
 CHILD_GRACE_S = 10.0
-# Tesseract's OpenMP threads spin while they wait: on a busy 2-core machine one page took 4x longer with
-# them than with one thread (benchmarks/ocr_pages.py). Parallelism comes from documents in parallel.
+# Tesseract's OpenMP threads spin while they wait: on a busy 2-core machine pages took more than twice as
+# long with them as with one thread (benchmarks/ocr_pages.py). Parallelism comes from documents in parallel.
 CHILD_ENVIRONMENT = {"OMP_THREAD_LIMIT": "1"}
 
 
