@@ -499,7 +499,6 @@ def _deployments() -> dict[str, DeploymentSettings]:
         "retriever": DeploymentSettings(max_replicas=3, max_ongoing_requests=16, max_queued_requests=256,
                                         target_ongoing_requests=4),
         "reranker": DeploymentSettings(max_ongoing_requests=32, max_queued_requests=256, target_ongoing_requests=16),
-        "router": DeploymentSettings(max_ongoing_requests=64, max_queued_requests=256, num_cpus=0.1),
         "generator": DeploymentSettings(max_ongoing_requests=16, max_queued_requests=256, target_ongoing_requests=8),
         # Split only: agentic runs. A run holds one request (and one thread) of its replica for its
         # whole life, mostly waiting on the stage deployments; a second replica lets a run whose
@@ -521,6 +520,17 @@ class ServingConfig(_Section):
     gateway_threads: int = Field(
         32, ge=1, description="Worker threads of a gateway replica (stages run on them; split mostly waits)."
     )
+    admission_max_in_flight: int = Field(
+        16, ge=1, description="Load shedding: user requests that do work (POSTs under /v1/, admin routes aside) a "
+        "gateway replica runs at once; more wait for a slot. Past its peak a replica serves fewer answers per "
+        "second, not more, so the excess waits or is refused instead of joining.")
+    admission_max_waiting: int = Field(
+        32, ge=0, description="Load shedding: requests that may wait for a slot; beyond them a request is refused "
+        "at once with 503 `overloaded` and Retry-After.")
+    admission_max_wait_s: float = Field(
+        2.0, gt=0, description="Load shedding: the longest a request waits for a slot before its 503.")
+    admission_retry_after_s: int = Field(
+        1, ge=1, description="Load shedding: the Retry-After (seconds) a refused request carries.")
     embed_max_batch_size: int = Field(32, ge=1, description="@serve.batch size of the embedder.")
     embed_batch_wait_s: float = Field(0.004, ge=0, description="@serve.batch wait of the embedder.")
     rerank_max_batch_size: int = Field(8, ge=1, description="@serve.batch size of the reranker (requests).")

@@ -91,6 +91,12 @@ class Unavailable(CitadelError):
     http_status = 503
 
 
+class Overloaded(Unavailable):
+    """The gateway is starting, or has more requests than it serves well: retry after `retry_after_s`."""
+
+    code = "overloaded"
+
+
 class DeadlineExceeded(CitadelError):
     """The request's deadline passed before the work finished."""
 

@@ -39,9 +39,15 @@ _virtual_users = itertools.count()
 
 class _EndUser(HttpUser):
     abstract = True
-    wait_time = between(0.5, 1.5)
+    think_time = between(0.5, 1.5)
+
+    def wait_time(self) -> float:
+        """The user's think time, or longer while a 503's Retry-After asks it to stay away (a
+        well-behaved client: a shed request is not retried at once)."""
+        return max(self.think_time(), self._retry_at - time.monotonic())
 
     def on_start(self) -> None:
+        self._retry_at = 0.0
         self.index = next(_virtual_users)
         self.population = Population(SETTINGS.workload, SETTINGS.seed * 1_000_003 + self.index)
         self.identity: Identity = self.population.draw()
@@ -67,6 +73,8 @@ class _EndUser(HttpUser):
             if response.status_code in ok:
                 response.success()
                 return response
+            if response.status_code == 503 and response.headers.get("retry-after", "").isdigit():
+                self._retry_at = time.monotonic() + int(response.headers["retry-after"])
             response.failure(f"{response.status_code} {response.text[:200]}")
             return None
 
@@ -89,7 +97,7 @@ class AnswerUser(_EndUser):
 
 class AgentRunUser(_EndUser):
     weight = 2
-    wait_time = between(2.0, 5.0)
+    think_time = between(2.0, 5.0)
 
     @task
     def agentic_run(self) -> None:

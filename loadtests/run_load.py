@@ -105,6 +105,7 @@ def run_load(settings: LoadSettings, shape: str, run_time_s: float, users: int, 
     finally:
         shutil.rmtree(secrets_dir, ignore_errors=True)
     summary = summarise(out_dir / f"{CSV_PREFIX}_stats.csv")
+    summary["levels"] = levels(out_dir / f"{CSV_PREFIX}_stats_history.csv")
     summary.update({"url": settings.url, "shape": shape, "run_time_s": run_time_s, "users": users,
                     "out_dir": str(out_dir), "html": str(out_dir / HTML_REPORT),
                     "csv": str(out_dir / f"{CSV_PREFIX}_stats.csv"), "pid": process.pid,
@@ -159,6 +160,34 @@ def summarise(stats_csv: Path) -> dict:
                 else:
                     endpoints[f"{row['Type']} {row['Name']}"] = entry
     return {"endpoints": endpoints, "total": total}
+
+
+def levels(history_csv: Path) -> list[dict]:
+    """Throughput at each user count the run held (a step shape's steps), from locust's per-second
+    history of the aggregate: seconds held, successful and failed (503 shed included) responses per
+    second. A level's first second is left out (users still arriving)."""
+    spans: list[tuple[int, list[tuple[float, int, int]]]] = []
+    if not history_csv.exists():
+        return []
+    with open(history_csv, newline="") as handle:
+        for row in csv.DictReader(handle):
+            if row["Name"] != "Aggregated":
+                continue
+            users = int(_number(row["User Count"]))
+            point = (_number(row["Timestamp"]), int(_number(row["Total Request Count"])),
+                     int(_number(row["Total Failure Count"])))
+            if not spans or spans[-1][0] != users:
+                spans.append((users, []))
+            spans[-1][1].append(point)
+    return [_level(users, points) for users, points in spans if users and len(points) >= 3]
+
+
+def _level(users: int, points: list[tuple[float, int, int]]) -> dict:
+    (t0, requests0, failures0), (t1, requests1, failures1) = points[1], points[-1]
+    seconds = max(t1 - t0, 1e-9)
+    failures = failures1 - failures0
+    return {"users": users, "seconds": round(seconds), "ok_rps": round((requests1 - requests0 - failures) / seconds, 2),
+            "failed_rps": round(failures / seconds, 2)}
 
 
 def main(argv: list[str] | None = None) -> int:

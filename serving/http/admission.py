@@ -17,10 +17,17 @@ header dependencies: a route cannot refuse an anonymous 50 MB body unread. In or
    `payload_too_large`). Uploads may carry `serving.max_upload_bytes` as base64 (4/3) plus an
    envelope; every other route `serving.max_body_bytes`. The body read so far is then replayed to
    the app, which never sees more than the limit.
+4. **Load shedding**: a user request that does work (a POST under `/v1/`, admin routes aside) takes one
+   of `serving.admission_max_in_flight` slots of this replica for its whole life, or waits for one
+   (at most `admission_max_waiting` wait, each at most `admission_max_wait_s`); beyond that it is
+   refused at once with 503 `overloaded` and `Retry-After`. Past its peak a replica serves fewer
+   answers per second when given more at once (each holds a worker thread across its hops, and the
+   processes fight for the cores), so the excess waits or is refused instead of joining.
 """
 
 from __future__ import annotations
 
+import asyncio
 import math
 import re
 import uuid
@@ -30,8 +37,8 @@ from typing import Any, Awaitable, Callable, Optional
 from starlette.responses import JSONResponse
 from starlette.routing import Match
 
-from citadel.errors import CitadelError, PayloadTooLarge, Unavailable
-from serving.http.errors import REQUEST_ID_HEADER, error_body
+from citadel.errors import CitadelError, Overloaded, PayloadTooLarge
+from serving.http.errors import REQUEST_ID_HEADER, error_body, retry_after
 
 CORRELATION_ID_HEADER = "x-correlation-id"
 # A client's correlation id is kept only when it is a plain token (full match: no trailing newline).
@@ -75,12 +82,61 @@ def _too_large(limit: int) -> PayloadTooLarge:
     return PayloadTooLarge(f"the request body is over this route's limit of {limit:,} bytes")
 
 
+class Shedder:
+    """At most `max_in_flight` admitted at once; up to `max_waiting` more wait, each up to `max_wait_s`
+    for a slot (first come, first served); anything beyond is refused at once. One per replica: its
+    event loop is the only one that touches it."""
+
+    def __init__(self, max_in_flight: int, max_waiting: int, max_wait_s: float, retry_after_s: int):
+        self._slots = asyncio.Semaphore(max_in_flight)
+        self._max_waiting = max_waiting
+        self._max_wait_s = max_wait_s
+        self._retry_after_s = retry_after_s
+        self.waiting = 0
+        self.shed = 0  # refused since the replica started (the metrics' counter reads it)
+
+    @classmethod
+    def of(cls, serving) -> "Shedder":
+        """From the `serving` config section."""
+        return cls(serving.admission_max_in_flight, serving.admission_max_waiting, serving.admission_max_wait_s,
+                   serving.admission_retry_after_s)
+
+    async def acquire(self) -> None:
+        """A slot, or Overloaded (with its Retry-After) when none frees in time or too many wait."""
+        if not self._slots.locked():
+            await self._slots.acquire()
+            return
+        if self.waiting >= self._max_waiting:
+            raise self._refused()
+        self.waiting += 1
+        try:
+            await asyncio.wait_for(self._slots.acquire(), self._max_wait_s)
+        except asyncio.TimeoutError:
+            raise self._refused() from None
+        finally:
+            self.waiting -= 1
+
+    def release(self) -> None:
+        self._slots.release()
+
+    def _refused(self) -> Overloaded:
+        self.shed += 1
+        return Overloaded("the gateway has more requests than it can serve now; retry after the delay in "
+                          "Retry-After", retry_after_s=self._retry_after_s)
+
+
+def sheds(scope: Scope, needs: Optional[str]) -> bool:
+    """Whether this request takes a slot: a user's POST (answers, retrievals, run messages)."""
+    return needs == "user" and scope["method"] == "POST"
+
+
 class Admission:
     """The ASGI middleware. `services_of(scope)` finds the serving services (None while they start)."""
 
     def __init__(self, app, services_of: Callable[[Scope], Any]):
         self.app = app
         self._services_of = services_of
+        self._shedder: Optional[Shedder] = None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -91,23 +147,36 @@ class Admission:
         state = scope.setdefault("state", {})
         state["request_id"], state["correlation_id"] = ids.request_id, ids.correlation_id
         send = _adding_headers(send, ids.headers())
-        try:
-            self._authenticate(scope, headers, state)
-            body = await self._read_body(scope, headers, receive)
-        except CitadelError as error:
-            response = JSONResponse(error_body(error.code, error.message, ids.request_id),
-                                    status_code=error.http_status)
-            await response(scope, receive, send)
-            return
-        await self.app(scope, _replaying(body, receive), send)
-
-    def _authenticate(self, scope: Scope, headers: dict[str, str], state: dict) -> None:
         needs = _credential_needed(scope)
+        shedder = self._shedder_of(scope) if sheds(scope, needs) else None
+        try:
+            self._authenticate(scope, needs, headers, state)
+            body = await self._read_body(scope, headers, receive)
+            if shedder is not None:
+                await shedder.acquire()
+        except CitadelError as error:
+            await _error_response(error, ids.request_id)(scope, receive, send)
+            return
+        try:
+            await self.app(scope, _replaying(body, receive), send)
+        finally:
+            if shedder is not None:
+                shedder.release()
+
+    def _shedder_of(self, scope: Scope) -> Optional[Shedder]:
+        """This replica's shedder, made from config once the services are up (None before)."""
+        if self._shedder is None:
+            services = self._services_of(scope)
+            if services is not None:
+                self._shedder = Shedder.of(services.config.serving)
+        return self._shedder
+
+    def _authenticate(self, scope: Scope, needs: Optional[str], headers: dict[str, str], state: dict) -> None:
         if needs is None:
             return
         services = self._services_of(scope)
         if services is None:
-            raise Unavailable("the gateway is still starting", code="overloaded")
+            raise Overloaded("the gateway is still starting")
         if needs == "admin":
             state["admin"] = services.access.admin(headers.get("authorization"))
         else:
@@ -138,6 +207,11 @@ class Admission:
             if not message.get("more_body", False):
                 break
         return b"".join(chunks)
+
+
+def _error_response(error: CitadelError, request_id: str) -> JSONResponse:
+    return JSONResponse(error_body(error.code, error.message, request_id), status_code=error.http_status,
+                        headers=retry_after(error.retry_after_s))
 
 
 def _credential_needed(scope: Scope) -> Optional[str]:

@@ -25,7 +25,7 @@ from typing import Annotated, Any, Callable, Optional
 
 from fastapi import Depends, Header, Request
 
-from citadel.errors import CitadelError, DeadlineExceeded, Unavailable
+from citadel.errors import CitadelError, DeadlineExceeded, Overloaded
 from citadel.identity.credentials import ServiceIdentity
 from citadel.resilience.clock import MonotonicClock
 from citadel.resilience.deadline import Deadline, deadline_scope
@@ -42,7 +42,7 @@ def services_of_scope(scope: dict) -> Services | None:
 def services_of(request: Request) -> Services:
     services = getattr(request.app.state, "services", None)
     if services is None:
-        raise Unavailable("the gateway is still starting", code="overloaded")
+        raise Overloaded("the gateway is still starting")
     return services
 
 

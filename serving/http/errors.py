@@ -34,12 +34,15 @@ def request_id_of(request: Request) -> str:
     return getattr(request.state, "request_id", None) or uuid.uuid4().hex
 
 
+def retry_after(seconds: float | None) -> dict[str, str]:
+    """The Retry-After header of a refusal that says when to come back (whole seconds, at least 1)."""
+    return {} if seconds is None else {"retry-after": str(max(1, int(seconds)))}
+
+
 def error_response(request: Request, code: str, message: str, status: int,
                    retry_after_s: float | None = None) -> JSONResponse:
     request_id = request_id_of(request)
-    headers = {REQUEST_ID_HEADER: request_id}
-    if retry_after_s is not None:
-        headers["retry-after"] = str(max(1, int(retry_after_s)))
+    headers = {REQUEST_ID_HEADER: request_id, **retry_after(retry_after_s)}
     return JSONResponse(error_body(code, message, request_id), status_code=status, headers=headers)
 
 

@@ -4,7 +4,7 @@
 Two topologies from one config (`serving.topology`):
 - **fused**: one deployment, the HTTP ingress with every stage in its replica (no hops; CPU-only and
   latency-critical use). Agentic runs are driven in the same replica.
-- **split**: a gateway ingress calling embedder, retriever, router, generator (and reranker, when one
+- **split**: a gateway ingress calling embedder, retriever and generator (and reranker, when one
   is configured) deployments, each with its own replicas, autoscaling and resources, plus an
   **orchestrator** deployment that drives agentic runs (`Orchestrator.drive`) over those same stage
   deployments. The gateway's RunsService starts a run by calling it (serving/ray/remote.py
@@ -14,6 +14,8 @@ Two topologies from one config (`serving.topology`):
   step (runs live in the shared run store: SQLite under the home, or Redis). Each orchestrator replica
   drives under an owner id of its own (the gateway's plus the replica's id), so a restarted replica
   can never renew a dead one's lease.
+The question router (rules and a small TF-IDF classifier, microseconds of work) runs in the gateway
+and the orchestrator in both: as a deployment of its own it cost a Serve hop (~5-8 ms here) per answer.
 The stage objects are the same plain classes in both (serving/services/compose.py); this module only puts Ray
 decorators around them. Each deployment's limits and autoscaling come from
 `serving.deployments.<name>` in config.
@@ -39,7 +41,7 @@ from citadel.wiring import Stages, Wiring
 from serving.http.api import create_api
 from serving.ray.loopback import pin_replica_grpc_to_loopback
 from serving.ray.remote import (RemoteEmbedder, RemoteGenerator, RemoteOrchestrator, RemoteReranker, RemoteRetriever,
-                                RemoteRouter, adopted_deadline)
+                                adopted_deadline)
 from serving.services.compose import build_services
 
 
@@ -174,15 +176,6 @@ class Reranker:
 
 
 @serve.deployment
-class Router:
-    def __init__(self, config_dict: dict):
-        self._router = Wiring(_config(config_dict)).router
-
-    def route(self, question: str, deadline_epoch: float | None = None):
-        return self._router.route(question)  # rules only: microseconds, nothing to bound
-
-
-@serve.deployment
 class Generator:
     def __init__(self, config_dict: dict):
         from citadel.answer.generators import make_generator
@@ -256,7 +249,7 @@ def _remote_stages(config: CitadelConfig, handles: dict[str, Any], resilience: R
                   retriever=RemoteRetriever(handles["retriever"], timeout_s, memo, resilience),
                   reranker=RemoteReranker(reranker, timeout_s) if reranker is not None else None,
                   generator=RemoteGenerator(handles["generator"], timeout_s),
-                  router=RemoteRouter(handles["router"], timeout_s), memo=memo,
+                  memo=memo,
                   orchestrator=(RemoteOrchestrator(orchestrator, config.agent.deadline_s + timeout_s)
                                 if orchestrator is not None else None))
 
@@ -321,7 +314,7 @@ def build_app_for(config: CitadelConfig) -> Application:
         return bound(Gateway, "fused")
     embedder = bound(Embedder, "embedder")
     handles = {"embedder": embedder, "retriever": bound(Retriever, "retriever", embedder),
-               "router": bound(Router, "router"), "generator": bound(Generator, "generator")}
+               "generator": bound(Generator, "generator")}
     if config.answer.reranker != "none":
         handles["reranker"] = bound(Reranker, "reranker")
     # The orchestrator calls the stages, never itself; the gateway calls it too.

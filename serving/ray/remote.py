@@ -166,11 +166,6 @@ class RemoteGenerator(_Proxy, Generator):
         return self._stage_call("generate", question, list(sources), prompt)
 
 
-class RemoteRouter(_Proxy):
-    def route(self, question: str):
-        return self._stage_call("route", question)
-
-
 class RemoteOrchestrator(_Proxy):
     """The run loop (`Orchestrator.drive`) over the orchestrator deployment (split topology). The
     gateway's RunsService calls it on its run workers and blocks until the run ends, so `timeout_s`

@@ -39,7 +39,7 @@ RAYCLUSTER = CLUSTER / "kuberay" / "raycluster.yaml"
 
 GPU = "nvidia.com/gpu"
 IMPORT_PATH = "serving.ray.app:build_app"
-SPLIT_STAGES = {"gateway", "embedder", "retriever", "router", "generator", "orchestrator"}
+SPLIT_STAGES = {"gateway", "embedder", "retriever", "generator", "orchestrator"}
 GPU_STAGES = {"embedder", "reranker", "generator"}
 SECRET_ENV = {"CITADEL_REDIS_URL"}
 
@@ -401,10 +401,10 @@ def test_placement_settings_reach_serve_only_when_set():
     from citadel.config import DeploymentSettings
     from serving.ray.app import deployment_options
 
-    plain = deployment_options("router", DeploymentSettings())
+    plain = deployment_options("generator", DeploymentSettings())
     assert not {"max_replicas_per_node", "health_check_period_s"} & set(plain)
     assert "resources" not in plain["ray_actor_options"]
-    placed = deployment_options("router", DeploymentSettings(max_replicas_per_node=1, health_check_period_s=2,
+    placed = deployment_options("generator", DeploymentSettings(max_replicas_per_node=1, health_check_period_s=2,
                                                              resources={"citadel_node_w1": 0.5}))
     assert placed["max_replicas_per_node"] == 1 and placed["health_check_period_s"] == 2
     assert placed["ray_actor_options"]["resources"] == {"citadel_node_w1": 0.5}

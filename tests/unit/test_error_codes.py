@@ -24,7 +24,7 @@ PUBLIC_CODES = {
     "citadel_error": 400, "invalid_request": 422, "plan_invalid": 422, "invalid_tool_args": 422,
     "unauthenticated": 401, "forbidden": 403, "permission_denied": 403, "tool_not_allowed": 403,
     "not_found": 404, "conflict": 409, "reembed_required": 409, "payload_too_large": 413,
-    "prompt_too_large": 413, "budget_exhausted": 429, "unavailable": 503, "embedding_model_mismatch": 503,
+    "prompt_too_large": 413, "budget_exhausted": 429, "unavailable": 503, "overloaded": 503, "embedding_model_mismatch": 503,
     "permissions_unavailable": 503, "prompt_keys_unavailable": 503, "prompt_unreadable": 503,
     "state_unavailable": 503, "breaker_open": 503, "injected_fault": 503, "no_replica": 503,
     "planner_unavailable": 503, "tool_call_failed": 503, "token_service_unavailable": 503,
