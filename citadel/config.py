@@ -788,8 +788,9 @@ class JobsConfig(_Section):
         16 * 1024 * 1024, ge=0, description="Uploads of at least this many bytes run through the Ray Data pipeline "
         "(indexing/pipeline.py) where the runner has Ray; smaller ones run in the runner's process.")
     embedded_runner: bool = Field(
-        True, description="Run a job runner thread in a serving process without Ray (`citadel serve`, tests); on a "
-        "Ray cluster one runner actor per deployment does it instead.")
+        True, description="Run a job runner thread in each serving process (tests; gateway replicas, which share "
+        "the queue through the leases); off where the deployment's runner actor (indexing/job_runner.py, which also "
+        "sends large uploads through Ray Data) works on the queue instead.")
 
 
 class SignalsConfig(_Section):

@@ -127,7 +127,7 @@ class ApiClient:
                 **fields}
         job = self._ok(self.http.post(f"/v1/admin/tenants/{tenant}/documents", json=body, headers=self._admin))
         deadline = time.monotonic() + JOB_TIMEOUT_S
-        while job.get("status") == "running" and time.monotonic() < deadline:
+        while job.get("status") in ("queued", "running") and time.monotonic() < deadline:
             time.sleep(JOB_POLL_S)
             job = self._ok(self.http.get(f"/v1/admin/jobs/{job['job_id']}", headers=self._admin))
         return job

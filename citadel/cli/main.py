@@ -87,6 +87,15 @@ def _add_runs() -> None:
 _add_runs()
 
 
+def _add_jobs() -> None:
+    from citadel.cli.jobs_cmd import jobs_app
+
+    app.add_typer(jobs_app, name="jobs")
+
+
+_add_jobs()
+
+
 def _add_logs() -> None:
     from citadel.cli.logs_cmd import logs_app
 

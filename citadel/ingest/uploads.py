@@ -5,7 +5,7 @@
 
 The version is the catalog's (reserved when the upload is queued, citadel/ingest/runner.py), so
 `GET /v1/documents/{document}/versions/{version}/raw` finds the file a citation's version came
-from. A key is never overwritten; a withdrawal deletes every version's raw file (and any upload of
+from (`open_raw`, after the live permission check). A key is never overwritten; a withdrawal deletes every version's raw file (and any upload of
 the older layout, below).
 
 The older layout, `<home>/uploads/<tenant>/<job id>/<document id, made a safe file name><suffix>`,
@@ -22,10 +22,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import quote
 
-from citadel.catalog.base import JobLog
+from citadel.catalog.base import JobLog, PermissionSource
 from citadel.errors import NotFound
 from citadel.ingest.objects import ObjectStore
-from citadel.types import validate_tenant_id
+from citadel.types import Principal, validate_tenant_id
 
 RAW_PREFIX = "raw"
 UPLOADS_DIR = "uploads"  # the older layout's folder under the home
@@ -74,6 +74,18 @@ def read_raw(store: ObjectStore, tenant_id: str, document_id: str, version: int)
     name = key.rsplit("/", 1)[1]
     suffix = name[name.index("."):] if "." in name else ""
     return RawFile(key, suffix, store.get(key))
+
+
+def open_raw(permissions: PermissionSource, store: ObjectStore, principal: Principal, document_id: str,
+             version: int) -> RawFile:
+    """The raw file of a document version the principal may read now, after the live check retrieval
+    makes (published, the current version, shared with one of the principal's groups, of the
+    principal's own tenant); NotFound otherwise, the same as for a version without a raw file, so
+    what exists cannot be probed."""
+    readable = permissions.readable_documents(principal).get(document_id)
+    if readable is None or readable.version != version:
+        raise NotFound(f"no raw file of document {document_id!r} version {version} that you may read")
+    return read_raw(store, principal.tenant_id, document_id, version)
 
 
 def delete_raw(store: ObjectStore, tenant_id: str, document_id: str) -> int:

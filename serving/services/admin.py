@@ -1,5 +1,9 @@
-"""The admin endpoint family (DESIGN.md §3, §7): uploads that start ingestion jobs, job status,
+"""The admin endpoint family (DESIGN.md §3, §7): uploads that queue ingestion jobs, job status,
 withdrawals and ACL changes, each scoped to the admin's tenants and run once per idempotency key.
+
+An upload is durable before it is answered: its raw file is in the object store under its version's
+key and its job in the catalog (citadel/ingest/runner.py); a job runner (a thread of this process
+in the embedded default, a Ray actor on a cluster) ingests it, so a restart loses no job.
 
 Trusted fields come from the request, never from the document: a file's front matter may title it
 but never sets who reads it or what it replaces. Each write invalidates the cached answers it can
@@ -10,8 +14,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import logging
-import threading
 import time
 from pathlib import Path
 from typing import Any, Callable, Iterable
@@ -20,8 +22,9 @@ from citadel.catalog.base import Catalog
 from citadel.config import CitadelConfig
 from citadel.errors import Conflict, InvalidRequest, NotFound, PayloadTooLarge
 from citadel.identity.credentials import ServiceIdentity
-from citadel.ingest.sources import AclSpec, SourceFile, TrustedFields
-from citadel.ingest.uploads import upload_path
+from citadel.ingest.objects import ObjectStore, make_object_store
+from citadel.ingest.runner import JobRunner, UploadSpec, job_view, queue_upload, runner_id
+from citadel.ingest.sources import TrustedFields
 from citadel.ingest.withdrawal import withdraw_document
 from citadel.state import State
 from citadel.state.base import IdempotencyStatus, StateUnavailable
@@ -31,16 +34,17 @@ from serving.services.access import require_platform_admin, require_tenant
 from serving.services.answer_cache import AnswerCacheView
 from serving.services.failures import unavailable
 
-log = logging.getLogger(__name__)
-
 UPLOAD_SUFFIXES = (".md", ".markdown", ".txt", ".pdf")
 
 
 class AdminService:
     def __init__(self, config: CitadelConfig, catalog: Catalog, state: State, cache: AnswerCacheView,
                  ingestor_factory: Callable[[], Any], pauses: PauseSwitch | None = None,
-                 tool_names: Callable[[], Iterable[str]] = tuple):
-        """`pauses`: the pause switch; `tool_names()`: the tools an admin may pause (besides the model)."""
+                 tool_names: Callable[[], Iterable[str]] = tuple, *, objects: ObjectStore | None = None,
+                 runner: JobRunner | None = None):
+        """`pauses`: the pause switch; `tool_names()`: the tools an admin may pause (besides the model);
+        `objects`: where raw uploads are kept (default: the config's); `runner`: this process's job
+        runner, woken when a job is queued (None: a runner elsewhere, a Ray actor, works on them)."""
         self.config = config
         self.pauses = pauses or MemoryPauseSwitch()
         self._tool_names = lambda: tuple(tool_names())
@@ -48,7 +52,10 @@ class AdminService:
         self.state = state
         self.cache = cache
         self._ingestor_factory = ingestor_factory
-        self._jobs: dict[str, threading.Thread] = {}
+        self.objects = objects if objects is not None else make_object_store(config)
+        self.runner = runner
+        self._uploader = runner_id("upload")  # the lease owner while an upload stores its raw file
+        self._queued: set[str] = set()  # the jobs this process queued (what wait_for_jobs waits for)
 
     def idempotent(self, scope: str, key: str | None, request: dict, action: Callable[[], dict],
                    status_code: int = 200) -> tuple[dict, int]:
@@ -78,7 +85,8 @@ class AdminService:
 
     def upload(self, admin: ServiceIdentity, tenant_id: str, document_id: str, filename: str, content: bytes,
                groups: list[str], fields: TrustedFields = TrustedFields()) -> dict:
-        """Start ingesting one document. Its id, groups and trusted fields are the request's."""
+        """Queue one document's ingestion (202): its raw file stored under the version the job
+        reserved, its id, groups and trusted fields the request's."""
         require_tenant(admin, tenant_id)
         suffix = Path(filename).suffix.lower()
         if suffix not in UPLOAD_SUFFIXES:
@@ -88,16 +96,15 @@ class AdminService:
             raise PayloadTooLarge(f"document is {len(content):,} bytes; the limit is {limit:,}")
         self._check_supersedes(tenant_id, document_id, fields.supersedes)
         self.catalog.ensure_tenant(tenant_id)
-        job_id = self.catalog.create_job(tenant_id, "ingest")
-        path = upload_path(self.config.home, tenant_id, job_id, document_id, suffix)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_bytes(content)
-        self.catalog.audit(admin.id, "upload", tenant_id, document_id, {"job_id": job_id, "bytes": len(content)})
-        thread = threading.Thread(target=self._ingest, name=f"ingest-{job_id}", daemon=True,
-                                  args=(job_id, tenant_id, document_id, path, groups, fields))
-        self._jobs[job_id] = thread
-        thread.start()
-        return {"job_id": job_id, "status": "running"}
+        spec = UploadSpec(filename, tuple(groups), fields, len(content), admin.id)
+        queued = queue_upload(self.catalog, self.objects, self._uploader, self.config.jobs.lease_s, time.time(),
+                              tenant_id, document_id, content, spec)
+        self._queued.add(queued.job_id)
+        self.catalog.audit(admin.id, "upload", tenant_id, document_id,
+                           {"job_id": queued.job_id, "bytes": len(content), "version": queued.version})
+        if self.runner is not None:
+            self.runner.wake()
+        return {"job_id": queued.job_id, "status": "queued", "version": queued.version}
 
     def _check_supersedes(self, tenant_id: str, document_id: str, supersedes: str | None) -> None:
         """An upload may retire only another document of its own tenant."""
@@ -107,24 +114,16 @@ class AdminService:
             raise InvalidRequest(f"supersedes must name another document of tenant {tenant_id!r}; "
                                  f"{supersedes!r} is not one")
 
-    def _ingest(self, job_id: str, tenant_id: str, document_id: str, path: Path, groups: list[str],
-                fields: TrustedFields) -> None:
-        try:
-            ingestor = self._ingestor_factory()
-            acl = AclSpec(documents={document_id: tuple(groups)})
-            ingestor.ingest(tenant_id, [SourceFile(path, document_id, path.name, fields)], acl, actor="api",
-                            job_id=job_id)
-            self.cache.invalidate(tenant_id)
-        except Exception:  # the job row says failed with the error; the thread must not die loudly
-            log.exception("ingestion job %s failed", job_id)
-        finally:
-            self._jobs.pop(job_id, None)
-
-    def wait_for_jobs(self, timeout_s: float) -> None:
-        """Tests and shutdown: let running ingestion threads finish."""
+    def wait_for_jobs(self, timeout_s: float, poll_s: float = 0.02) -> None:
+        """Tests and shutdown: wait (up to `timeout_s`) until every job this process queued is done."""
         deadline = time.monotonic() + timeout_s
-        for thread in list(self._jobs.values()):
-            thread.join(max(0.0, deadline - time.monotonic()))
+        while self._queued and time.monotonic() < deadline:
+            self._queued = {job_id for job_id in self._queued
+                            if (self.catalog.get_job(job_id) or {}).get("state") not in (None, "done")}
+            if self._queued:
+                if self.runner is not None:
+                    self.runner.wake()
+                time.sleep(poll_s)
 
     def job(self, admin: ServiceIdentity, job_id: str) -> dict:
         """A job, only within the admin's scope: another tenant's job is 404 like a missing one, so
@@ -132,7 +131,7 @@ class AdminService:
         job = self.catalog.get_job(job_id)
         if job is None or not admin.may_act_for(job["tenant_id"]):
             raise NotFound(f"no job {job_id!r}")
-        return job
+        return job_view(job)
 
     def withdraw(self, admin: ServiceIdentity, tenant_id: str, document_id: str) -> dict:
         """Unreadable at once, then deleted: its partition rows, raw upload, cached and logged answers
@@ -141,7 +140,7 @@ class AdminService:
         self._known_document(tenant_id, document_id)
         report = withdraw_document(self.catalog, self._ingestor_factory(), self.config.home,
                                    self.config.partitions_dir, tenant_id, document_id, admin.id,
-                                   invalidate_cache=self.cache.invalidate)
+                                   invalidate_cache=self.cache.invalidate, objects=self.objects)
         return {"tenant_id": tenant_id, "document_id": document_id, "status": report.status,
                 "deleted": {"raw_files": report.raw_files_deleted, "answers": report.answers_forgotten}}
 

@@ -19,6 +19,7 @@ from typing import Callable
 
 from citadel.config import CitadelConfig
 from citadel.guardrails.log_masking import install_log_masking
+from citadel.ingest.runner import JobRunner
 from citadel.quality.candidates import CandidateQueue
 from citadel.resilience.process import Resilience, fault_store
 from citadel.reviews.tasks import ReviewPolicy
@@ -31,6 +32,7 @@ from serving.services.documents import DocumentsService
 from serving.services.drills import DrillService
 from serving.services.metrics import ApiMetrics
 from serving.services.query import QueryService
+from serving.services.raw_files import RawFilesService
 from serving.services.approvals import ApprovalsService
 from serving.services.candidates import CandidatesService
 from serving.services.webhooks import DecisionWebhook
@@ -59,6 +61,7 @@ class Services:
     wiring: Wiring
     candidates: CandidatesService | None = None  # the candidate test items' admin routes
     documents: DocumentsService | None = None  # what citations open, policies by id
+    raw_files: RawFilesService | None = None  # a document version's raw file
 
 
 def build_services(config: CitadelConfig, stages: Stages | None = None, clock: Callable[[], float] | None = None,
@@ -72,8 +75,10 @@ def build_services(config: CitadelConfig, stages: Stages | None = None, clock: C
     query = QueryService(config.answer, config.state, wiring.catalog, wiring.state, wiring.answer_service,
                          wiring.retriever, cache, metrics, ReviewPolicy.from_config(config.tools),
                          wiring.approval_store, clock or time.time)
+    runner = _embedded_job_runner(config, wiring, cache)
     admin = AdminService(config, wiring.catalog, wiring.state, cache, wiring.ingestor, wiring.pause_switch,
-                         lambda: (s.name for s in (wiring.tool_policy.specs() if wiring.tool_policy else ())))
+                         lambda: (s.name for s in (wiring.tool_policy.specs() if wiring.tool_policy else ())),
+                         objects=wiring.objects, runner=runner)
     metrics.watch_dead_letters(wiring.catalog)
     if stages is not None and stages.retriever is not None:
         metrics.watch_retriever(stages.retriever)  # a remote retriever's hedge and retry counts
@@ -99,7 +104,8 @@ def build_services(config: CitadelConfig, stages: Stages | None = None, clock: C
     drills = DrillService(fault_store(config) if config.serving.fault_injection else None, config.answer,
                           wiring.catalog)
     return Services(config, Access(wiring.authenticator), query, admin, drills, runs, approvals, metrics, resilience,
-                    wiring, CandidatesService(candidates), DocumentsService(wiring.catalog, wiring.partitions))
+                    wiring, CandidatesService(candidates), DocumentsService(wiring.catalog, wiring.partitions),
+                    RawFilesService(wiring.catalog, wiring.objects))
 
 
 def _runs_service(config: CitadelConfig, wiring: Wiring, metrics: ApiMetrics, in_replica: bool,
@@ -115,6 +121,17 @@ def _runs_service(config: CitadelConfig, wiring: Wiring, metrics: ApiMetrics, in
     if in_replica:
         _every(config.agent.lease_ttl_s, runs.adopt_orphans)
     return runs
+
+
+def _embedded_job_runner(config: CitadelConfig, wiring: Wiring, cache: AnswerCacheView) -> JobRunner | None:
+    """The job runner as a thread of this process (tests, a gateway replica: the leases let several
+    share the queue, one job on one runner at a time); None when `jobs.embedded_runner` is off, where
+    the deployment's runner actor (indexing/job_runner.py) works on the queue instead."""
+    if not config.jobs.embedded_runner:
+        return None
+    runner = wiring.job_runner(on_published=cache.invalidate)
+    runner.start()
+    return runner
 
 
 def _every(period_s: float, action: Callable[[], object]) -> None:

@@ -39,7 +39,7 @@ class Cluster:
         deadline = time.monotonic() + JOB_TIMEOUT_S
         while time.monotonic() < deadline:
             job = self.client.get(f"/v1/admin/jobs/{job_id}", headers=self.home.admin_headers()).json()
-            if job["status"] != "running":
+            if job["status"] not in ("queued", "running"):
                 return job
             time.sleep(0.25)
         raise AssertionError(f"job {job_id} still running after {JOB_TIMEOUT_S} s")

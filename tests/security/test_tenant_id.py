@@ -209,7 +209,7 @@ def test_an_admin_route_refuses_a_bad_tenant(served, method, path):
     response = getattr(client, method)(path, json=body, headers=home.admin_headers())
     assert response.status_code == 400, response.text
     assert response.json()["error"]["code"] == "invalid_tenant"
-    assert not (home.config.home / "uploads").exists() or not any((home.config.home / "uploads").iterdir())
+    assert not (home.config.home / "objects").exists() or not any((home.config.home / "objects").iterdir())
 
 
 @pytest.mark.parametrize("tenant", ["..", "Acme", "\u0430cme", "acme/.."], ids=repr)

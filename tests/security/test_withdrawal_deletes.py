@@ -143,9 +143,11 @@ def test_no_segment_holds_its_chunks_or_vectors(withdrawn):
         assert len(np.load(segment / VECTORS, mmap_mode="r")) == table.num_rows, segment
 
 
-def test_its_raw_upload_is_gone(withdrawn):
-    home, _, _ = withdrawn
-    uploads = Path(home.config.home) / "uploads" / "acme"
+def test_its_raw_uploads_are_gone(withdrawn):
+    home, client, _ = withdrawn
+    objects = client.app.state.services.admin.objects
+    assert objects.list_prefix(f"raw/acme/{DOCUMENT}/") == []  # both versions' raw files
+    uploads = Path(home.config.home) / "uploads" / "acme"  # and nothing of the older layout
     assert not [path for path in uploads.rglob("*") if path.is_file() and path.stem == DOCUMENT]
 
 

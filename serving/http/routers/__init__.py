@@ -6,7 +6,7 @@
     approvals  GET /v1/approvals, POST /v1/approvals/{id}:decide
     admin      documents, jobs, kept prompts, the pause switch, candidate test items
     documents  GET /v1/documents/{document}/versions/{version}/sections/{chunk_id} (what a citation
-               opens), GET /v1/policies/{id}
+               opens), GET /v1/policies/{id}, GET /v1/documents/{document}/versions/{version}/raw (raw.py)
     drills     /v1/admin/faults
     review     the reviewer page at /review (HTML, not in the OpenAPI document)
 
@@ -19,6 +19,7 @@ from __future__ import annotations
 from serving.http.routers.admin import candidates as admin_candidates
 from serving.http.routers.admin import routes as admin
 from serving.http.routers.approvals import routes as approvals
+from serving.http.routers.documents import raw as document_raw
 from serving.http.routers.documents import routes as documents
 from serving.http.routers.drills import routes as drills
 from serving.http.routers.health import routes as health
@@ -27,4 +28,4 @@ from serving.http.routers.review import routes as review
 from serving.http.routers.runs import routes as runs
 
 ROUTERS = (health.router, query.router, runs.router, approvals.router, admin.router, admin_candidates.router,
-           drills.router, review.router, documents.router)
+           drills.router, review.router, documents.router, document_raw.router)

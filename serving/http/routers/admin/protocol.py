@@ -70,17 +70,36 @@ class AclRequest(RequestBody):
 
 class JobStarted(ResponseBody):
     job_id: str = Field(..., description="Poll /v1/admin/jobs/{job_id}.")
-    status: str
+    status: str = Field(..., description="queued: stored, waiting for a job runner.")
+    version: Optional[int] = Field(None, description="The document version the job will publish (unless the "
+                                                     "content is already published: then it ends `unchanged`).")
+
+
+class JobProgress(BaseModel):
+    stage: str = Field(..., description="claimed | parse | embed | build | documents | publish | done.")
+    attempt: Optional[int] = Field(None, description="Which run of the job this is (a takeover or retry adds one).")
+    documents_done: int = 0
+    documents_total: int = 0
+    chunks_done: int = Field(0, description="Chunks embedded so far.")
+    chunks_total: int = 0
+    engine: Optional[str] = Field(None, description="local (the runner's process) or ray (Ray Data).")
+    error: Optional[str] = Field(None, description="Why the last attempt failed, when it is to be retried.")
 
 
 class Job(ResponseBody):
     job_id: str
     tenant_id: str
     kind: str
-    status: str = Field(..., description="running | succeeded | failed (and the ingestion job's other states).")
+    status: str = Field(..., description="queued | running | succeeded | partial | failed.")
     created_at: float
     finished_at: Optional[float]
     report: Optional[dict[str, Any]] = Field(..., description="The job's report once it finished.")
+    document_id: Optional[str] = Field(None, description="An upload's document.")
+    version: Optional[int] = Field(None, description="The version an upload's job reserved.")
+    attempts: Optional[int] = Field(None, description="Runs of an upload's job so far (each takeover or retry is one).")
+    lease_expires_at: Optional[float] = Field(
+        None, description="While a job runner holds the job: when its lease runs out unless renewed (epoch s).")
+    progress: Optional[JobProgress] = Field(None, description="An upload's job: how far its latest run got.")
 
 
 class DeletedCopies(BaseModel):
