@@ -163,6 +163,10 @@ class ApiClient:
         return self.http.post(f"/v1/approvals/{approval_id}:decide", headers=self._headers(user),
                               json={"decision": decision, "edits": edits, "comment": comment})
 
+    def open_citation(self, user: User, url: str) -> httpx.Response:
+        """What a citation's URL opens for this user; the response as it is (a 404 is part of the tour)."""
+        return self.http.get(url, headers=self._headers(user))
+
     def withdraw(self, tenant: str, document_id: str) -> dict:
         return self._ok(self.http.post(f"/v1/admin/tenants/{tenant}/documents/{document_id}/withdraw",
                                        headers=self._admin))
@@ -311,6 +315,7 @@ def _tour(api: ApiClient, confirm: bool = True) -> None:
     answered = _answer(api, "8. A cited answer: the asked fact is confirmed", staff,
                        "What is the hotel limit per night in London?")
     _expect(answered["outcome"] == "answered", f"expected an asserted answer: {answered['outcome']}")
+    _open_citation(api, staff, answered["citations"][0])
     unconfirmed = _answer(api, "9. The topic is found, the asked fact is not: nothing asserted, the closest evidence",
                           staff, "How much is the daily allowance for taxis on business trips?")
     if confirm:
@@ -326,6 +331,25 @@ def _tour(api: ApiClient, confirm: bool = True) -> None:
     revoked = _show(api, "11. Margin model revoked from Finance through the admin API: gone at once", finance, margin)
     _expect(all(p["document_id"] != "margin-model" for p in revoked), "revoked document still served")
     _running_example(api, sales)
+
+
+def _open_citation(api: ApiClient, reader: User, citation: dict) -> None:
+    """A citation opens: its URL returns the cited section (the quoted sentence marked) to a reader,
+    after the same live check as retrieval, and is 404 for a user of another tenant."""
+    from rich.markup import escape
+
+    opened = api.open_citation(reader, citation["url"])
+    _expect(opened.status_code == 200, f"the citation did not open: {opened.status_code} {opened.text}")
+    section = opened.json()
+    page = f", page {section['page']}" if section["page"] else ""
+    governance = ", ".join(f"{k} {section[k]}" for k in ("policy_id", "sensitivity", "retention_class") if section[k])
+    outsider = User("northwind", "sam", ("sales",))
+    denied = api.open_citation(outsider, citation["url"])
+    _expect(denied.status_code == 404, f"a Northwind user opened an Acme section: {denied.status_code}")
+    lines = [f"GET {citation['url']}", f"{section['title']} v{section['version']} — {section['heading']}{page}"
+             + (f" ({governance})" if governance else ""), "", escape(section["marked_text"][:600].strip()), "",
+             f"{outsider.name} ({outsider.tenant}) opens the same link: {denied.status_code}"]
+    console.print(Panel("\n".join(lines), title="8b. The citation opens: the section, the quoted sentence between << >>"))
 
 
 def _scanned_page(api: ApiClient, staff: User) -> None:

@@ -248,6 +248,17 @@ def ask(
     _print_answer(response)
 
 
+def _governance_note(citation: dict) -> str:
+    """" - policy HR-7 rev 3, confidential" when the catalog states any governance of the cited version."""
+    parts = []
+    if citation.get("policy_id"):
+        revision = f" rev {citation['policy_revision']}" if citation.get("policy_revision") else ""
+        parts.append(f"policy {citation['policy_id']}{revision}")
+    if citation.get("sensitivity"):
+        parts.append(citation["sensitivity"])
+    return f" - {', '.join(parts)}" if parts else ""
+
+
 def _print_answer(response) -> None:
     from rich.markup import escape
 
@@ -265,7 +276,9 @@ def _print_answer(response) -> None:
     for number, c in enumerate(response.citations, start=1):
         page = f", page {c['page']}" if c["page"] is not None else ""
         out.print(f"  [bold][{number}][/bold] {escape(c['title'])} ({escape(c['document_id'])} v{c['version']})"
-                  f" - {escape(c['heading'])}{page} - {escape(c['source'])}")
+                  f" - {escape(c['heading'])}{page} - {escape(c['source'])}{escape(_governance_note(c))}")
+        if c.get("url"):  # the deployment's link that opens the section (GET on the HTTP API)
+            out.print(f"      [dim]open:[/dim] {escape(c['url'])}", emoji=False)  # ":hotel:" is an id, not an emoji
     if response.degraded:
         out.print(f"[dim]degraded: {', '.join(response.degraded)}[/dim]")
 

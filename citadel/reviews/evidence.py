@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Sequence
 
 from citadel.text import content_terms, split_sentences
-from citadel.types import Passage
+from citadel.types import Passage, section_url
 
 # A reviewer sees this many lines of evidence beside a proposal, each at most this long.
 REVIEW_EVIDENCE_LINES = 2
@@ -34,5 +34,6 @@ def evidence_lines(passages: Sequence[Passage], about: str, most: int = REVIEW_E
         sentences = split_sentences(passage.text) or [passage.text]
         best = max(sentences, key=lambda s: len(wanted & set(content_terms(s))))
         quote = best if len(best) <= MAX_EVIDENCE_QUOTE_CHARS else best[:MAX_EVIDENCE_QUOTE_CHARS - 1] + "…"
-        lines.append({"quote": quote, "citation": citation_label(passage), "chunk_id": passage.chunk_id})
+        lines.append({"quote": quote, "citation": citation_label(passage), "chunk_id": passage.chunk_id,
+                      "url": section_url(passage.document_id, passage.version, passage.chunk_id, best)})
     return lines

@@ -12,6 +12,7 @@ from typing import Any
 from citadel.reviews.tasks import ReviewReason
 from citadel.tools.approvals import Approval, TaskKind
 from citadel.tools.spec import PATH_PLACEHOLDER, ToolSpec
+from citadel.types import SECTION_PATH
 
 NONE_SHOWN = "—"
 EDITABLE_TYPES = ("number", "integer", "string")
@@ -80,10 +81,17 @@ def title_of(approval: Approval) -> str:
     return f"{approval.tool}{' for ' + subject if subject else ''}, requested by {approval.requester}"
 
 
+def _section_link(url: Any) -> str | None:
+    """The evidence line's link to its section, only when it is one of this deployment's section paths
+    (what was recorded is shown as a link to nothing else)."""
+    return url if isinstance(url, str) and url.startswith(SECTION_PATH.split("{", 1)[0]) else None
+
+
 def review_item(approval: Approval, spec: ToolSpec | None, public: Mapping[str, Any]) -> dict[str, Any]:
     """The page's view of one task; `public` is what the API shows of it (no honeypot flag)."""
     context = approval.context or {}
-    evidence = [{"quote": str(e.get("quote", "")), "citation": str(e.get("citation", ""))}
+    evidence = [{"quote": str(e.get("quote", "")), "citation": str(e.get("citation", "")),
+                 "url": _section_link(e.get("url"))}
                 for e in context.get("evidence", [])[:2] if isinstance(e, Mapping)]
     return {**public, "title": title_of(approval),
             "diff": diff_rows(approval.proposed_args, context.get("current")),

@@ -100,6 +100,13 @@ def _when(timestamp: Any) -> str:
         return ""
 
 
+def _cited(line: Mapping[str, Any]) -> str:
+    """An evidence line's citation, a link to the section it quotes (the sentence marked) when it has one."""
+    label = e(line.get("citation"))
+    url = line.get("url")
+    return f'<a class="citation-link" href="{e(url)}">{label}</a>' if url else label
+
+
 def _input_for(approval_id: str, field: Mapping[str, Any]) -> str:
     name = str(field.get("field", ""))
     kind = field.get("type")
@@ -139,7 +146,7 @@ def _item_html(item: Mapping[str, Any], csrf: str) -> str:
             f'<tbody>{"".join(rows)}</tbody></table>') if rows else '<p class="diff none">No fields to compare.</p>'
 
     quotes = [f'<li class="evidence-line"><blockquote class="quote">{e(line.get("quote"))}</blockquote>'
-              f'<cite class="citation">{e(line.get("citation"))}</cite></li>'
+              f'<cite class="citation">{_cited(line)}</cite></li>'
               for line in list(item.get("evidence") or ())[:2]]
     evidence = (f'<h3>Evidence</h3><ol class="evidence">{"".join(quotes)}</ol>' if quotes
                 else '<p class="evidence none">No evidence was recorded for this task.</p>')
