@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import calendar
 import datetime
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
 from citadel import regex
@@ -43,6 +43,7 @@ from citadel.answer.quantities import (add_months, comparison_holds, months_betw
                                        spell_date, spell_duration, spell_figure, start_date)
 from citadel.prompting.source import Source
 from citadel.text import content_terms, sentence_pieces
+from citadel.types import Passage
 
 ELIGIBLE, NOT_ELIGIBLE, CONDITIONAL = "eligible", "not_eligible", "conditional"
 MET, FAILED, UNSETTLED = "met", "failed", "unsettled"
@@ -306,11 +307,18 @@ def _figure_of_kind(sentence: str, threshold: Threshold) -> tuple[float, str] | 
 
 
 # ---------------------------------------------------------------------- the decision
+# A policy id → the (document id, version) of its current approved revision that the caller may read
+# now, or None (citadel/catalog/policies.py resolve_policy, bound to the run's principal).
+PolicyLookup = Callable[[str], "tuple[str, int] | None"]
+
+
 def decide(question: str, sources: Sequence[Source], today: datetime.date, earlier: Sequence[str] = (),
-           idf: TermIdf | None = None) -> Decision | None:
+           idf: TermIdf | None = None, policies: PolicyLookup | None = None) -> Decision | None:
     """The decision on an eligibility question from the numbered sources, or None: not an eligibility
-    question, no rule among the sources, a threshold that cannot be read, or nothing to state that
-    the evidence carries. `today`: the caller's clock; `earlier`: the user's earlier questions."""
+    question, no rule among the sources, a threshold that cannot be read, a rule that is not its
+    policy's current approved revision (`rule_is_current`), or nothing to state that the evidence
+    carries. `today`: the caller's clock; `earlier`: the user's earlier questions; `policies`: how a
+    policy id resolves for the caller."""
     checks = criteria_checks(question, [s.passage for s in sources], earlier)
     if not checks:
         return None
@@ -321,6 +329,8 @@ def decide(question: str, sources: Sequence[Source], today: datetime.date, earli
         rule = _rule_source(check, sources)
         if threshold is None or rule is None:
             return None  # a bar code cannot read, or one no source cites: no verdict
+        if not rule_is_current(next(s.passage for s in sources if s.number == rule), policies):
+            return None  # a rule search found is not what its policy id resolves to: no verdict
         findings.append(weigh(check, threshold, rule, sources, when, idf or UNIFORM_IDF))
     return compose(checks[0].subject, case_object(question), _grant(checks[0].document_id, sources), findings)
 
@@ -343,6 +353,19 @@ def compose(subject: str, wanted: str | None, grant: tuple[str, int] | None, fin
     if not unsettled:
         return Decision(ELIGIBLE, claim, computed)
     return Decision(CONDITIONAL, f"If {' and '.join(unsettled)}, {claim}", computed)
+
+
+def rule_is_current(rule: Passage, policies: PolicyLookup | None) -> bool:
+    """Whether a rule found by search may decide. A rule whose document the catalog names as a policy
+    (its governance's policy id) decides only when that id, resolved for the caller, is this very
+    document version: a superseded revision, one the caller may no longer read, or an id that resolves
+    to nothing gives no verdict — no policy match never means a condition met or access granted. A rule
+    no policy id names is read as found."""
+    policy_id = rule.governance.policy_id
+    if policy_id is None:
+        return True
+    current = policies(policy_id) if policies is not None else None
+    return current == (rule.document_id, rule.version)
 
 
 def _rule_source(check: CriterionCheck, sources: Sequence[Source]) -> int | None:

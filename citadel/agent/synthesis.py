@@ -23,6 +23,7 @@ from typing import Any
 from citadel.agent.approval_flow import ApprovalFlow
 from citadel.agent.criteria import case_object
 from citadel.agent.decision import decide
+from citadel.catalog.policies import resolve_policy
 from citadel.agent.delivery import actions_note, actions_of, cleaned_verdicts
 from citadel.agent.evidence import (UNIFORM_IDF, EvidenceSet, RunEvidence, best_coverage, distinct_parts, on_topic,
                                     passage_tokens)
@@ -40,7 +41,7 @@ from citadel.chunking import count_tokens
 from citadel.reviews.tasks import CLOSED, HOLD, Verdict
 from citadel.state.runs import EventType
 from citadel.text import content_terms
-from citadel.types import Degradation, Passage
+from citadel.types import Degradation, Passage, Principal
 
 log = logging.getLogger(__name__)
 
@@ -260,7 +261,8 @@ class Synthesis:
         sources (citadel/agent/decision.py). It only makes the answer better: if it fails, the answer
         goes without it."""
         decision = functools.partial(decide, state.run.question, today=self._calendar_day(),
-                                     earlier=self.conversation.earlier_questions(state), idf=evidence.idf)
+                                     earlier=self.conversation.earlier_questions(state), idf=evidence.idf,
+                                     policies=functools.partial(self._current_policy, state.principal))
 
         def lead(sources: Sequence[Any]) -> Any:
             try:
@@ -270,6 +272,13 @@ class Synthesis:
                 return None
 
         return lead
+
+    def _current_policy(self, principal: Principal, policy_id: str) -> tuple[str, int] | None:
+        """The policy's current approved revision the principal may read now, by its id (the catalog,
+        not a search): what a rule naming that id must be to decide (citadel/agent/decision.py)."""
+        record = resolve_policy(self.parts.catalog, principal, policy_id)
+        return None if record is None or record.published_version is None else (
+            record.document_id, record.published_version)
 
     def _calendar_day(self) -> datetime.date:
         """Today for a decision's tenure: the injected `today` where it names a date, else the wall
