@@ -2,8 +2,8 @@
 engine (indexing/pipeline.py) for uploads of `jobs.ray_min_bytes` or more and the in-process engine for
 the rest.
 
-`start_job_runner(config)` starts it once per deployment (a named, detached actor in the caller's
-namespace: a second call returns the running one) and Ray restarts it if its process dies; a restarted
+`start_job_runner(config)` starts it once per deployment (a named, detached actor in the `citadel`
+namespace: a second call, from any driver, returns the running one) and Ray restarts it if its process dies; a restarted
 or second runner takes over a job whose lease ran out, so nothing is lost and nothing runs twice. It
 needs a connected Ray driver (the composition root that starts Serve on the cluster calls it), and
 then `jobs.embedded_runner` can be off in the gateway replicas.
@@ -21,6 +21,7 @@ from citadel.wiring import Wiring
 from indexing.pipeline import RayDataEngine
 
 ACTOR_NAME = "citadel-job-runner"
+ACTOR_NAMESPACE = "citadel"  # a named namespace: every driver of the deployment finds the one actor
 # What the actor reserves: it mostly waits on the catalog and on the Ray Data jobs it submits.
 ACTOR_CPUS = 0.25
 
@@ -47,5 +48,5 @@ class JobRunnerActor:
 
 def start_job_runner(config: CitadelConfig) -> ray.actor.ActorHandle:
     """The deployment's runner actor, started if it is not running yet."""
-    return JobRunnerActor.options(name=ACTOR_NAME, get_if_exists=True, lifetime="detached",
-                                  num_cpus=ACTOR_CPUS).remote(config.model_dump(mode="json"))
+    return JobRunnerActor.options(name=ACTOR_NAME, namespace=ACTOR_NAMESPACE, get_if_exists=True,
+                                  lifetime="detached", num_cpus=ACTOR_CPUS).remote(config.model_dump(mode="json"))

@@ -276,6 +276,9 @@ class JobRunner:
         versions = {job.document_id: job.version}
         if self.engines.large is not None and spec.size_bytes >= self.settings.ray_min_bytes:
             lease.progress["engine"] = "ray"
+            # Ray workers read the file by its source name: the attempt's copy (under the home, which
+            # a multi-node cluster shares).
+            source = SourceFile(source.path, source.document_id, str(source.path), source.fields)
             reports = self.engines.large(lease.on_progress).run([TenantSources(job.tenant_id, (source,), acl, versions)])
             report = reports[0]
             engine_job_id = report.job_id
