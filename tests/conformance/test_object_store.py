@@ -11,7 +11,8 @@ import os
 
 import pytest
 
-from citadel.ingest.objects import LocalObjectStore, S3ObjectStore
+from citadel.config import CitadelConfig
+from citadel.ingest.objects import LocalObjectStore, S3ObjectStore, make_object_store
 from tests.conformance.suites.object_store import ObjectStoreConformance
 
 BUCKET = "citadel-conformance"
@@ -58,3 +59,15 @@ def test_the_local_store_leaves_no_temporary_files_and_no_empty_folders(tmp_path
     assert [p.name for p in (tmp_path / "objects/raw/acme/memo/v1").iterdir()] == ["a.md"]
     store.delete("raw/acme/memo/v1/a.md")
     assert list((tmp_path / "objects").iterdir()) == []
+
+
+def test_the_config_picks_the_backend(tmp_path, s3_client):
+    local = make_object_store(CitadelConfig(home=tmp_path))
+    assert isinstance(local, LocalObjectStore) and local.root == tmp_path / "objects"
+    s3_client.create_bucket(Bucket="citadel-configured")
+    configured = make_object_store(CitadelConfig(home=tmp_path, objects={
+        "backend": "s3", "bucket": "citadel-configured", "prefix": "prod/", "region": "us-east-1",
+        "endpoint_url": s3_client.meta.endpoint_url}))
+    assert configured.put_if_absent("raw/acme/memo/v1/a.md", b"through the config") is True
+    listed = s3_client.list_objects_v2(Bucket="citadel-configured")["Contents"]
+    assert [item["Key"] for item in listed] == ["prod/raw/acme/memo/v1/a.md"]
