@@ -9,6 +9,8 @@ Each role is a Protocol of its own, so a consumer that needs one role takes that
 - `CandidateQueue`: candidate test items waiting for an owner's label.
 - `GovernanceRegistry`: documents by the catalog's governance (a policy's current version by its id,
   the documents a retention class has expired).
+- `TrafficLog`: queries per tenant per day and the tier each partition entered when (tiering by size
+  and traffic, citadel/segments/tiering.py).
 `Catalog` is their union (and `close`): what both backends (citadel/catalog/sqlite.py, postgres.py)
 implement and what the composition root hands out. Its one failure is `CatalogUnavailable` (any
 database error, so callers fail closed without knowing the database); writes to a document that does
@@ -21,7 +23,7 @@ keeps them, so tests/conformance/test_catalog_backends.py checks both on each ba
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Mapping, Protocol, runtime_checkable
 
 from citadel.errors import CitadelError
 from citadel.types import DocumentMeta, Governance, Principal
@@ -285,9 +287,32 @@ class GovernanceRegistry(Protocol):
         when there is one, else from when the version was published; at most `limit`."""
 
 
+@dataclass(frozen=True)
+class TierEntry:
+    """The tier a tenant's published partition is in, and when it entered it (epoch seconds)."""
+
+    tier: str
+    entered_at: float
+
+
+@runtime_checkable
+class TrafficLog(Protocol):
+    """What tiering reads (citadel/segments/tiering.py): the queries each tenant's partition served per
+    UTC day (`day` = floor(epoch seconds / 86400)), added to by every serving replica, and the tier
+    each partition entered at a publish, and when (a publish in the same tier keeps the time)."""
+
+    def record_queries(self, day: int, counts: Mapping[str, int], keep_days: int) -> None:
+        """Add `counts` (tenant → queries) to the tenants' rows of `day`, and delete the rows of days
+        before `day - keep_days + 1`: one row per tenant per day, the window's days only."""
+    def queries_since(self, tenant_ids: list[str], first_day: int) -> dict[str, int]:
+        """Queries per tenant over the days from `first_day` on (tenants with none are absent)."""
+    def tier_entries(self, tenant_ids: list[str]) -> dict[str, TierEntry]:
+        """The tier of each published tenant among these, and when it entered it."""
+
+
 @runtime_checkable
 class Catalog(PermissionSource, Publisher, JobLog, AuditLog, AnswerLog, CandidateQueue, GovernanceRegistry,
-              Protocol):
+              TrafficLog, Protocol):
     """Every role: what both backends implement and the composition root hands out."""
 
     def close(self) -> None: ...

@@ -27,11 +27,11 @@ import logging
 import time
 import uuid
 from contextlib import AbstractContextManager, contextmanager
-from typing import Any, Iterator, Protocol, Sequence
+from typing import Any, Iterator, Mapping, Protocol, Sequence
 
 from citadel.catalog.base import (CANDIDATE_PENDING, CANDIDATES_READ_LIMIT, DocumentRecord, ExpiredDocument,
                                   LatestVersion, ReadableDoc, StagedVersion, decide_next_version)
-from citadel.catalog.base import ClaimedJob, QueuedJob
+from citadel.catalog.base import ClaimedJob, QueuedJob, TierEntry
 from citadel.errors import CatalogUnavailable, NotFound
 from citadel.types import Governance, Principal, validate_tenant_id
 
@@ -246,6 +246,14 @@ class SQLCatalog:
                        published_at = excluded.published_at""",
                 (tenant_id, segment_id, tier, now),
             )
+            # The tier and when it was entered: a publish in the same tier keeps the time (minimum stay).
+            tx.execute(
+                """INSERT INTO partition_tiers (tenant_id, tier, entered_at) VALUES (?, ?, ?)
+                   ON CONFLICT (tenant_id) DO UPDATE SET entered_at = CASE
+                       WHEN partition_tiers.tier = excluded.tier THEN partition_tiers.entered_at
+                       ELSE excluded.entered_at END, tier = excluded.tier""",
+                (tenant_id, tier, now),
+            )
             _audit(tx, "ingest", "publish", tenant_id, segment_id,
                    {"job_id": job_id, "documents": [s.meta.document_id for s in staged]})
 
@@ -291,6 +299,33 @@ class SQLCatalog:
             # A document that names its predecessor retires it in the same transaction.
             tx.execute("UPDATE documents SET status = 'superseded', updated_at = ? WHERE tenant_id = ?"
                        " AND document_id = ? AND status = 'published'", (now, meta.tenant_id, meta.supersedes))
+
+    # ------------------------------------------------------------ tier traffic
+    def record_queries(self, day: int, counts: Mapping[str, int], keep_days: int) -> None:
+        rows = [(tenant_id, int(day), int(n)) for tenant_id, n in sorted(counts.items()) if n > 0]
+        with self._tx() as tx:
+            tx.executemany(
+                """INSERT INTO tenant_traffic (tenant_id, day, queries) VALUES (?, ?, ?)
+                   ON CONFLICT (tenant_id, day) DO UPDATE SET queries = tenant_traffic.queries + excluded.queries""",
+                rows)
+            tx.execute("DELETE FROM tenant_traffic WHERE day < ?", (int(day) - int(keep_days) + 1,))
+
+    def queries_since(self, tenant_ids: list[str], first_day: int) -> dict[str, int]:
+        totals: dict[str, int] = {}
+        for start in range(0, len(tenant_ids), SQL_PARAMETER_BATCH):
+            condition, args = self.dialect.in_list("tenant_id", tenant_ids[start : start + SQL_PARAMETER_BATCH])
+            rows = self._query(f"SELECT tenant_id, SUM(queries) AS queries FROM tenant_traffic WHERE {condition}"
+                               " AND day >= ? GROUP BY tenant_id", (*args, int(first_day)))
+            totals.update({r["tenant_id"]: int(r["queries"]) for r in rows})
+        return totals
+
+    def tier_entries(self, tenant_ids: list[str]) -> dict[str, TierEntry]:
+        entries: dict[str, TierEntry] = {}
+        for start in range(0, len(tenant_ids), SQL_PARAMETER_BATCH):
+            condition, args = self.dialect.in_list("tenant_id", tenant_ids[start : start + SQL_PARAMETER_BATCH])
+            rows = self._query(f"SELECT tenant_id, tier, entered_at FROM partition_tiers WHERE {condition}", args)
+            entries.update({r["tenant_id"]: TierEntry(r["tier"], float(r["entered_at"])) for r in rows})
+        return entries
 
     # -------------------------------------------------------------- governance
     def current_policy(self, tenant_id: str, policy_id: str) -> DocumentRecord | None:

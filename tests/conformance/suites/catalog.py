@@ -15,7 +15,7 @@ import pytest
 
 from citadel.catalog.base import (AnswerLog, AuditLog, CandidateQueue, Catalog, CatalogAudit, ExpiredDocument,
                                   GovernanceRegistry, JobLog, LatestVersion, PermissionSource, Publisher,
-                                  StagedVersion)
+                                  StagedVersion, TierEntry, TrafficLog)
 from citadel.errors import CatalogUnavailable, CitadelError, InvalidTenant, NotFound
 from citadel.types import DocumentMeta, Governance, Principal, content_hash, make_chunk_id
 
@@ -37,7 +37,7 @@ def stage(doc: str, version: int, groups=("staff",), *, tenant: str = T1, visibi
                          tuple(content_hash(c) for c in chunk_ids))
 
 
-ROLES = (PermissionSource, Publisher, JobLog, AuditLog, AnswerLog, CandidateQueue, GovernanceRegistry)
+ROLES = (PermissionSource, Publisher, JobLog, AuditLog, AnswerLog, CandidateQueue, GovernanceRegistry, TrafficLog)
 
 
 class CatalogConformance:
@@ -327,6 +327,28 @@ class CatalogConformance:
         catalog.publish(T1, "seg2", "tiny", [stage("memo", 2), stage("other", 1)], "job2")
         assert catalog.document_chunk_ids(T1, "memo") == {make_chunk_id(T1, "memo", v, i) for v in (1, 2) for i in range(3)}
         assert catalog.document_chunk_ids(T1, "missing") == set()
+
+    # -- tier traffic ------------------------------------------------------------------------------
+
+    def test_queries_add_up_per_tenant_and_day_and_old_days_go(self, catalog):
+        catalog.record_queries(100, {T1: 3, T2: 1}, keep_days=3)
+        catalog.record_queries(100, {T1: 2}, keep_days=3)  # another replica's count of the same day
+        catalog.record_queries(101, {T1: 5}, keep_days=3)
+        assert catalog.queries_since([T1, T2], 100) == {T1: 10, T2: 1}
+        assert catalog.queries_since([T1, T2], 101) == {T1: 5}
+        catalog.record_queries(103, {T2: 4}, keep_days=3)  # day 100 falls out of the window
+        assert catalog.queries_since([T1, T2], 0) == {T1: 5, T2: 4}
+
+    def test_a_partition_keeps_the_time_it_entered_its_tier(self, catalog):
+        catalog.publish(T1, "seg1", "cold", [stage("memo", 1)], "job1")
+        (entered,) = catalog.tier_entries([T1, T2]).values()
+        time.sleep(0.01)
+        catalog.publish(T1, "seg2", "cold", [stage("memo", 2)], "job2")
+        assert catalog.tier_entries([T1]) == {T1: entered}
+        catalog.publish(T1, "seg3", "hot", [stage("memo", 3)], "job3")
+        moved = catalog.tier_entries([T1])[T1]
+        assert moved.tier == "hot" and moved.entered_at > entered.entered_at and entered.tier == "cold"
+        assert isinstance(moved, TierEntry)
 
     # -- failure ----------------------------------------------------------------------------------
 
