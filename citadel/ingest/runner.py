@@ -157,7 +157,9 @@ class JobLease:
             self.progress.update(documents_done=done, documents_total=total)
         elif stage == "embed":
             self.progress.update(chunks_done=done, chunks_total=total)
-        if (stage in BEFORE_PUBLISH_STAGES and done == 0) or self.clock() - self._renewed_at >= self.lease_s / 3:
+        before_publish = stage in BEFORE_PUBLISH_STAGES and done == 0
+        streamed = stage == "documents" and done == total  # Ray Data: every document read, the builds next
+        if before_publish or streamed or self.clock() - self._renewed_at >= self.lease_s / 3:
             self.renew()
         elif self.lost:
             raise LeaseLost(f"job {self.job.job_id}: another runner holds it now")
@@ -279,8 +281,8 @@ class JobRunner:
             # Ray workers read the file by its source name: the attempt's copy (under the home, which
             # a multi-node cluster shares).
             source = SourceFile(source.path, source.document_id, str(source.path), source.fields)
-            reports = self.engines.large(lease.on_progress).run([TenantSources(job.tenant_id, (source,), acl, versions)])
-            report = reports[0]
+            engine = self.engines.large(lease.on_progress)
+            report = engine.run([TenantSources(job.tenant_id, (source,), acl, versions)])[0]
             engine_job_id = report.job_id
             report.job_id, report.tenant_id = job.job_id, job.tenant_id
             lease.progress["engine_job_id"] = engine_job_id

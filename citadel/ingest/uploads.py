@@ -5,8 +5,8 @@
 
 The version is the catalog's (reserved when the upload is queued, citadel/ingest/runner.py), so
 `GET /v1/documents/{document}/versions/{version}/raw` finds the file a citation's version came
-from (`open_raw`, after the live permission check). A key is never overwritten; a withdrawal deletes every version's raw file (and any upload of
-the older layout, below).
+from (`open_raw`, after the live permission check). A key is never overwritten; a withdrawal deletes
+every version's raw file (and any upload of the older layout, below).
 
 The older layout, `<home>/uploads/<tenant>/<job id>/<document id, made a safe file name><suffix>`,
 is migrated on the job runner's start (`migrate_legacy_uploads`): a file whose job published a
