@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pyarrow.parquet as pq
 import pytest
@@ -12,9 +14,9 @@ from citadel.embedding.fake import HashEmbedder
 from citadel.errors import CitadelError
 from citadel.ingest.engine import DuplicateDocuments, TenantSources
 from citadel.ingest.jobs import BadManifest, jobs_from_manifest
-from citadel.ingest.sources import AclSpec, InlineDocument, discover
+from citadel.ingest.sources import AclSpec, InlineDocument, TrustedFields, discover
 from citadel.ingest.steps import VersionSnapshot, embed_rows, plan_build_groups
-from citadel.types import ParsedDocument
+from citadel.types import Governance, ParsedDocument
 from indexing.plan import plan_stages
 from indexing.records import records_from_jobs, records_from_manifest, records_from_paths
 from indexing.stages import (
@@ -149,6 +151,22 @@ def test_job_records_keep_one_tenants_acl_and_resolve_each_tenants_groups_otherw
     inline = InlineDocument("d", "d", ParsedDocument(title="d", sections=[], source="d", format="text"))
     with pytest.raises(CitadelError, match="local engine"):
         records_from_jobs([TenantSources("t", (inline,), AclSpec())])
+
+
+
+def test_job_records_carry_each_tenants_acl_governance_under_the_requests(tmp_path):
+    (tmp_path / "a.md").write_text("# A\n\ntext\n")
+    (tmp_path / "b.md").write_text("# B\n\ntext\n")
+    [a] = discover([tmp_path / "a.md"])
+    [b] = discover([tmp_path / "b.md"])
+    stated = dataclasses.replace(a, fields=TrustedFields(governance=Governance(sensitivity="restricted")))
+    governed = AclSpec(default=("x",), governance={"a": Governance("P-1", "2", "internal", "short")})
+    records, _ = records_from_jobs([TenantSources("t", (stated,), governed), TenantSources("u", (b,), AclSpec())])
+    rows = {r["tenant_id"]: r for r in records.to_pylist()}
+    # the ACL spec's policy and class, the request's sensitivity over the spec's; the other tenant's none
+    assert [rows["t"][k] for k in ("policy_id", "policy_revision", "sensitivity", "retention_class")] == [
+        "P-1", "2", "restricted", "short"]
+    assert [rows["u"][k] for k in ("policy_id", "sensitivity")] == [None, None]
 
 
 # ------------------------------------------------------------------------- the stages, no Ray
