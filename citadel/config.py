@@ -780,7 +780,9 @@ class JobsConfig(_Section):
     lease_s: float = Field(
         60.0, gt=0, le=3_600, description="How long a runner's claim on a job lasts unless renewed (it renews every "
         "third of it while it works); a job whose runner died is taken over this long after its last renewal.")
-    poll_s: float = Field(1.0, gt=0, le=60, description="How often an idle runner looks for queued jobs.")
+    poll_s: float = Field(
+        1.0, gt=0, le=60, description="How soon an idle runner looks for queued jobs again; twice as long each time "
+        "it finds none, up to a third of the lease (an upload to the same process wakes it at once).")
     max_attempts: int = Field(
         3, ge=1, le=100, description="Runs a job gets (each takeover or retry is one); past them it fails with the "
         "reason of its last attempt.")

@@ -218,8 +218,10 @@ class JobRunner:
         return job.job_id
 
     def run_until_stopped(self) -> None:
-        """Run jobs until `stop`; when none waits, look again every `jobs.poll_s` (or on `wake`)."""
-        failures = 0
+        """Run jobs until `stop`. When none waits it looks again after `jobs.poll_s`, twice as long
+        each time it finds none, up to a third of the lease (`wake`, on an upload in this process,
+        looks at once and starts over); after failed claims it backs off up to MAX_BACKOFF_S."""
+        failures, idle = 0, 0
         while not self._stop.is_set():
             try:
                 ran = self.run_once()
@@ -228,9 +230,13 @@ class JobRunner:
                 failures += 1
                 log.warning("job runner %s: claiming a job failed (%d in a row)", self.owner, failures, exc_info=True)
                 ran = None
+            idle = 0 if ran is not None else idle + 1
             if ran is None:
-                self._wake.wait(min(self.settings.poll_s * 2 ** min(failures, 10), MAX_BACKOFF_S))
+                longest = MAX_BACKOFF_S if failures else max(self.settings.poll_s, self.settings.lease_s / 3)
+                woken = self._wake.wait(min(self.settings.poll_s * 2 ** min(failures + idle - 1, 16), longest))
                 self._wake.clear()
+                if woken:
+                    idle = 0
 
     def start(self) -> threading.Thread:
         """Run the loop on a daemon thread of this process (the embedded default)."""
