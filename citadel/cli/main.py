@@ -390,7 +390,7 @@ def purge_logs(config: Optional[Path] = ConfigOption) -> None:
     sessions = purge_expired_sessions(runtime.run_store, runtime.conversation_store, runtime.config.agent)
     prompts = purge_expired_prompts(runtime.catalog, runtime.config.answer)
     withdraw = functools.partial(withdraw_document, runtime.catalog, runtime.ingestor(), runtime.config.home,
-                                 runtime.config.partitions_dir)
+                                 runtime.config.partitions_dir, objects=runtime.objects)
     documents = purge_expired_documents(runtime.catalog, withdraw, runtime.config.governance)
     print(json.dumps({"purged": purged, "retention_days": runtime.config.answer.answer_log_retention_days,
                       "prompts_purged": prompts, "prompt_retention_days": runtime.config.answer.prompt_retention_days,
