@@ -47,11 +47,42 @@ class ChunkingConfig(_Section):
 
 class IndexConfig(_Section):
     tiny_max_chunks: int = Field(20_000, description="Below this a tenant is 'tiny': exact search.")
-    hot_max_chunks: int = Field(
-        5_000_000, description="Up to this a tenant is 'hot' (HNSW in RAM); above it 'cold' (DiskANN)."
+    # Tiers by size and traffic (citadel/segments/tiering.py): a tenant moves only at a publish or a
+    # compaction, past a threshold by `tier_margin`, and not before `tier_min_stay_days` in its tier.
+    hot_min_queries_per_day: float = Field(
+        100.0, ge=0, description="A tenant above tiny is 'hot' (HNSW in RAM) when its partition served at least "
+        "this many queries a day over the traffic window, else 'cold' (DiskANN on SSD): rarely used tenants go cold."
+    )
+    hot_min_chunks: int = Field(
+        100_000, ge=0, description="Tenants above tiny but below this many chunks are small and stay 'cold' "
+        "(DiskANN) whatever their traffic: their graph is small, so its SSD reads are few."
+    )
+    hot_max_chunks: Optional[int] = Field(
+        None, ge=1, description="Tenants above this many chunks are 'cold' whatever their traffic (a cap on one "
+        "tenant's RAM); none: no cap (big busy tenants stay hot, on a retriever deployment of their own: "
+        "serving.dedicated_tenant_chunks)."
+    )
+    tier_margin: float = Field(
+        0.2, ge=0, lt=1, description="Hysteresis: a tenant crosses a tier threshold (queries a day, chunks) only "
+        "when past it by this share (above t*(1+margin) to go up, below t*(1-margin) to come down)."
+    )
+    tier_min_stay_days: float = Field(
+        1.0, ge=0, description="A tenant stays in a tier at least this long before traffic or size moves it "
+        "(a tiny tenant grown past its margin leaves at once: exact search must stay small)."
+    )
+    tier_window_days: int = Field(
+        7, ge=1, le=90, description="Queries a day are the mean over this many UTC days (today included): a tenant "
+        "that stops being queried goes cold within the window."
+    )
+    traffic_flush_s: float = Field(
+        30.0, gt=0, description="How often a serving process adds its per-tenant query counts to the catalog "
+        "(one write per interval, off the query's path)."
+    )
+    traffic_max_tenants: int = Field(
+        100_000, ge=1, description="Most tenants one process counts between flushes (a bound on its memory)."
     )
     tier_overrides: dict[str, Literal["tiny", "hot", "cold"]] = Field(
-        default_factory=dict, description="Per-tenant tier, overriding the size rule."
+        default_factory=dict, description="Per-tenant tier, overriding the size and traffic rule."
     )
     hnsw_m: int = Field(32, description="HNSW graph degree M.")
     hnsw_ef_construction: int = Field(200, description="HNSW efConstruction.")

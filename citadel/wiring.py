@@ -174,8 +174,17 @@ class Wiring:
         if self.resilience is None:
             return retriever
         from citadel.resilience.guards import GuardedRetriever
+        from citadel.retrieval.traffic import CountingRetriever
 
-        return GuardedRetriever(retriever, self.resilience.guard("retriever"))
+        # Where partitions are searched in serving, each search counts for its tenant's tier (traffic.py).
+        return CountingRetriever(GuardedRetriever(retriever, self.resilience.guard("retriever")), self.traffic)
+
+    @cached_property
+    def traffic(self):
+        """This process's per-tenant query counts, flushed to the catalog (citadel/retrieval/traffic.py)."""
+        from citadel.retrieval.traffic import TrafficCounter
+
+        return TrafficCounter(self.raw_catalog, self.config.index, self.clock or time.time)
 
     @cached_property
     def reader(self) -> Reader | None:

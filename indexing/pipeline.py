@@ -55,6 +55,7 @@ from citadel.locks import LockHeld, file_lock
 from citadel.segments.compaction import RebuildReason
 from citadel.segments.layout import tenant_root
 from citadel.segments.manifest import MANIFEST, SegmentKind, read_manifest
+from citadel.segments.tiering import tier_standing
 from indexing.plan import StagePlan, plan_stages
 from indexing.records import records_from_jobs, tenants_of
 from indexing.stages import (
@@ -335,6 +336,7 @@ class RayIngestPipeline:
                 doc_orders=frozenset(d.doc_order for d in docs),
                 previous=self._catalog.published_segment(tenant_id),
                 live=live_versions(self._catalog, tenant_id, replaced),
+                standing=tier_standing(self._catalog, tenant_id, time.time(), self._config.index),
             )
             staged[tenant_id] = ({d.row["document_id"]: (meta_from_json(d.row["meta_json"]), d.row["version"],
                                                          d.row["doc_hash"]) for d in docs},

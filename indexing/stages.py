@@ -29,6 +29,7 @@ from citadel.config import CitadelConfig, EmbeddingConfig, IndexConfig
 from citadel.errors import CitadelError
 from citadel.embedding.factory import make_embedder
 from citadel.segments.build import CHUNK_SCHEMA, chunks_to_table
+from citadel.segments.tiering import TierStanding
 from citadel.ingest.sources import AclSpec, FileOutcome, SourceFile, TrustedFields
 from citadel.ingest.steps import (
     BuiltSegment,
@@ -336,6 +337,7 @@ class TenantBuild:
     doc_orders: frozenset[int]  # this job's publishable documents; rows of any other are dropped
     previous: str | None
     live: dict[str, int]  # kept documents of the previous segment → their published version
+    standing: TierStanding | None = None  # traffic and tier entry: the publish may move its tier
 
 
 @dataclass(frozen=True)
@@ -362,7 +364,8 @@ def build_staged_tenant(build: TenantBuild, partitions_dir: str, index_config: I
     try:
         table, vectors = staged_tenant_rows(build, dim)
         return build_tenant_segment(Path(partitions_dir), build.tenant_id, table, vectors, build.previous,
-                                    build.live, index_config, model_id, dim, build_threads=build_threads)
+                                    build.live, index_config, model_id, dim, build_threads=build_threads,
+                                    standing=build.standing)
     except CitadelError as error:
         return BuildFailure(build.tenant_id, error.code, str(error))
     except (OSError, ValueError, RuntimeError) as error:  # disk full, a corrupt staged file, an index error

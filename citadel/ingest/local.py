@@ -37,6 +37,7 @@ from citadel.ingest.steps import (
 from citadel.segments.build import chunks_to_table
 from citadel.segments.expunge import base_holds, stack_holds
 from citadel.segments.layout import prune_segments, tenant_root
+from citadel.segments.tiering import tier_standing
 from citadel.types import validate_tenant_id
 
 Progress = Callable[[str, int, int], None]
@@ -250,9 +251,11 @@ class Ingestor:
         previous = self._catalog.published_segment(tenant_id)
         live = live_versions(self._catalog, tenant_id, {p.meta.document_id for p in prepared})
         self._progress("build", 0, 1)
+        # The publish (or compaction) is where a tenant moves tier, by its size and recent traffic.
+        standing = tier_standing(self._catalog, tenant_id, time.time(), self._config.index)
         built = build_tenant_segment(partitions_dir, tenant_id, new_table, new_vectors, previous, live,
                                      self._config.index, self._embedder.model_id, self._embedder.dim,
-                                     force_rebuild=force_rebuild)
+                                     force_rebuild=force_rebuild, standing=standing)
         verify_built(built)
         publish_built(self._catalog, partitions_dir, built, [p.staged() for p in prepared], report.job_id)
         self._progress("build", 1, 1)

@@ -37,6 +37,7 @@ from citadel.segments.build import SegmentSpec, build_segment, choose_tier, read
 from citadel.segments.compaction import RebuildReason, live_mask
 from citadel.segments.layout import CHUNKS, stack_of, tenant_root
 from citadel.segments.manifest import SegmentKind, read_manifest
+from citadel.segments.tiering import UNKNOWN_TRAFFIC
 from citadel.ingest.steps import BuiltSegment, embed_checked, live_versions, publish_built, verify_built
 from citadel.types import embed_text_for
 
@@ -95,7 +96,9 @@ def reembed_tenant(catalog: Publisher, partitions_dir: Path, tenant_id: str, emb
     identity = {"source": previous, "rows": table.num_rows, "rows_digest": _rows_digest(table),
                 "model_id": embedder.model_id, "dim": int(embedder.dim)}
     vectors, resumed_from = embed_resumable(root / WORK_DIR, identity, texts, embedder, batch_size, progress)
-    tier = choose_tier(tenant_id, table.num_rows, index_config)
+    # A re-embedding keeps the tenant's tier unless its size says otherwise (traffic moves it at a publish).
+    current_tier = read_manifest(root / stack_of(root, previous)[0]).tier
+    tier = choose_tier(tenant_id, table.num_rows, index_config, UNKNOWN_TRAFFIC.in_tier(current_tier))
     path = build_segment(root, SegmentSpec(tenant_id, tier, embedder.model_id, embedder.dim), table, vectors,
                          index_config)
     built = BuiltSegment(tenant_id, path, tier, table.num_rows, 0, previous, time.perf_counter() - started,

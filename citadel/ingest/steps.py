@@ -44,6 +44,7 @@ from citadel.segments.compaction import RebuildReason, live_mask, model_changed,
 from citadel.segments.layout import CHUNKS, VECTORS, prune_segments, stack_of, tenant_root
 from citadel.segments.manifest import SegmentKind
 from citadel.segments.partition import Partition
+from citadel.segments.tiering import TierStanding
 from citadel.segments.verify import verify_segment
 from citadel.types import Chunk, DocumentMeta, Governance, content_hash
 
@@ -403,12 +404,14 @@ def kept_rows(root: Path, previous: str | None,
 def build_tenant_segment(partitions_dir: Path, tenant_id: str, new_table: pa.Table, new_vectors: np.ndarray,
                          previous: str | None, live: Mapping[str, int], index_config: IndexConfig,
                          model_id: str, dim: int, build_threads: int | None = None,
-                         force_rebuild: bool = False) -> BuiltSegment:
+                         force_rebuild: bool = False, standing: TierStanding | None = None) -> BuiltSegment:
     """Write the tenant's next segment beside the published one: a delta over the published base when
     the compaction policy allows it (citadel.segments.compaction), else a new base of the kept and new rows.
 
     Kept rows keep their stored vectors, so they must come from this model: after a model change the
-    tenant is re-embedded first (citadel.ingest.reembed), and a build that would mix models is refused."""
+    tenant is re-embedded first (citadel.ingest.reembed), and a build that would mix models is refused.
+    `standing`: the tenant's traffic and tier entry (citadel.segments.tiering), so this publish or
+    compaction is where the tenant moves tier; None: traffic moves nothing."""
     started = time.perf_counter()
     root = tenant_root(partitions_dir, tenant_id)
     new_vectors = np.asarray(new_vectors, dtype=np.float32)
@@ -416,7 +419,8 @@ def build_tenant_segment(partitions_dir: Path, tenant_id: str, new_table: pa.Tab
     if model_changed(stack, model_id, dim) and live:
         raise ReembedRequired(f"tenant {tenant_id!r} is embedded with {stack.base_model} ({stack.base_dim}-d), "
                               f"not {model_id} ({dim}-d): run `citadel reembed --tenant {tenant_id}` first")
-    plan = plan_publish(stack, live, new_table.num_rows, tenant_id, model_id, dim, index_config, force_rebuild)
+    plan = plan_publish(stack, live, new_table.num_rows, tenant_id, model_id, dim, index_config, force_rebuild,
+                        standing)
     spec = SegmentSpec(tenant_id, plan.tier, model_id, dim)
     if plan.kind is SegmentKind.DELTA:
         table, vectors = _with_new_rows(plan.kept_delta_table, plan.kept_delta_vectors, new_table, new_vectors)

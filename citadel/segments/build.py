@@ -33,6 +33,7 @@ from citadel.segments.manifest import (
     file_sha256,
     write_manifest,
 )
+from citadel.segments.tiering import UNKNOWN_TRAFFIC, TierStanding, decide_tier
 from citadel.types import GOVERNANCE_FIELDS, Chunk
 
 CHUNK_SCHEMA = pa.schema(
@@ -70,13 +71,10 @@ class SegmentSpec:
     dim: int
 
 
-def choose_tier(tenant_id: str, chunk_count: int, config: IndexConfig) -> str:
-    """tiny → exact, hot → HNSW, cold → DiskANN, by size unless overridden per tenant."""
-    if tenant_id in config.tier_overrides:
-        return config.tier_overrides[tenant_id]
-    if chunk_count <= config.tiny_max_chunks:
-        return "tiny"
-    return "hot" if chunk_count <= config.hot_max_chunks else "cold"
+def choose_tier(tenant_id: str, chunk_count: int, config: IndexConfig, standing: TierStanding | None = None) -> str:
+    """tiny → exact, hot → HNSW, cold → DiskANN, by size and traffic with hysteresis and a minimum stay
+    (citadel.segments.tiering), unless overridden per tenant. Without a `standing` traffic moves nothing."""
+    return decide_tier(tenant_id, chunk_count, standing or UNKNOWN_TRAFFIC, config)
 
 
 def chunks_to_table(chunks: Sequence[Chunk]) -> pa.Table:

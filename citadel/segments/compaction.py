@@ -24,6 +24,7 @@ from citadel.config import IndexConfig
 from citadel.segments.build import choose_tier, read_chunk_table
 from citadel.segments.layout import CHUNKS, VECTORS
 from citadel.segments.manifest import SegmentKind, read_manifest
+from citadel.segments.tiering import UNKNOWN_TRAFFIC, TierStanding
 
 
 class RebuildReason(StrEnum):
@@ -98,11 +99,16 @@ class PublishPlan:
 
 
 def plan_publish(stack: PublishedStack | None, live: Mapping[str, int], new_rows: int, tenant_id: str,
-                 model_id: str, dim: int, config: IndexConfig, force_rebuild: bool = False) -> PublishPlan:
-    """Decide delta or rebuild for a publish adding `new_rows` rows and keeping the `live` versions."""
+                 model_id: str, dim: int, config: IndexConfig, force_rebuild: bool = False,
+                 standing: TierStanding | None = None) -> PublishPlan:
+    """Decide delta or rebuild for a publish adding `new_rows` rows and keeping the `live` versions.
+
+    The tier comes from size and the tenant's `standing` (traffic, tier entered when: citadel.segments.
+    tiering); a tier that changes rebuilds the base. Without a standing, traffic moves nothing."""
     if stack is None:
-        return PublishPlan.rebuild(RebuildReason.FIRST_BUILD, choose_tier(tenant_id, new_rows, config),
+        return PublishPlan.rebuild(RebuildReason.FIRST_BUILD, choose_tier(tenant_id, new_rows, config, standing),
                                    np.zeros(0, np.int64))
+    standing = (standing or UNKNOWN_TRAFFIC).in_tier(stack.base_tier)  # an older catalog: the manifest's tier
     base_live = live_mask(stack.base_documents, stack.base_versions, live)
     tombstones = np.flatnonzero(~base_live).astype(np.int64)
     kept_table = kept_vectors = None
@@ -112,7 +118,7 @@ def plan_publish(stack: PublishedStack | None, live: Mapping[str, int], new_rows
         kept_table, kept_vectors = stack.delta_table.filter(pa.array(delta_live)), stack.delta_vectors[delta_live]
     delta_rows = new_rows + (kept_table.num_rows if kept_table is not None else 0)
     live_base_rows = int(base_live.sum())
-    tier = choose_tier(tenant_id, live_base_rows + delta_rows, config)
+    tier = choose_tier(tenant_id, live_base_rows + delta_rows, config, standing)
     reason = _rebuild_reason(stack, tier, len(tombstones), live_base_rows, delta_rows, model_id, dim, config,
                              force_rebuild)
     if reason is None:

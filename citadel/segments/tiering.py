@@ -1,0 +1,102 @@
+"""The tier a tenant's partition is built in, by size and traffic (DESIGN.md §3).
+
+tiny (at most `index.tiny_max_chunks`): exact search, no index. Above tiny, a tenant is **hot** (HNSW
+in RAM) when it is busy — at least `hot_min_queries_per_day` over the traffic window — and not small
+(`hot_min_chunks`); small or rarely used tenants are **cold** (DiskANN on SSD: little RAM, still
+queryable). The biggest busy tenants stay hot and get a retriever deployment of their own
+(serving/ray/dedicated.py).
+
+Two rules keep tenants from flapping between tiers:
+- **hysteresis**: a threshold is crossed only past it by `tier_margin` (above t·(1+m) to go up, below
+  t·(1−m) to come down), so a tenant near a threshold stays where it is;
+- **minimum stay**: a tenant keeps its tier at least `tier_min_stay_days` (the catalog records when it
+  entered it: TrafficLog.tier_entries), except a tiny tenant grown past its margin, which leaves at
+  once because exact search must stay small.
+
+A move happens only where a segment is built — a publish or a compaction — never on a query's path:
+the policy is read by `citadel.segments.compaction.plan_publish`, and a changed tier rebuilds the base.
+Queries per day come from the catalog's per-day counts (citadel/retrieval/traffic.py records them).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from citadel.catalog.base import TierEntry, TrafficLog
+from citadel.config import IndexConfig
+
+TINY, HOT, COLD = "tiny", "hot", "cold"
+SECONDS_PER_DAY = 86_400.0
+
+
+def day_of(epoch_s: float) -> int:
+    """The UTC day number of an instant (the catalog's traffic rows are keyed by it)."""
+    return int(epoch_s // SECONDS_PER_DAY)
+
+
+@dataclass(frozen=True)
+class TierStanding:
+    """What the policy knows of a tenant besides its size: its queries a day over the window (None:
+    not known, so traffic moves nothing), the tier it is in and since when (None: never published),
+    and the time now."""
+
+    queries_per_day: float | None
+    current: TierEntry | None
+    now: float
+
+    def in_tier(self, tier: str) -> "TierStanding":
+        """This standing, in `tier` since an unknown time (long ago) unless it already records one."""
+        return self if self.current is not None else TierStanding(self.queries_per_day, TierEntry(tier, -math.inf),
+                                                                  self.now)
+
+
+# Nothing known: a first build goes by size alone, and a tenant already built keeps its tier.
+UNKNOWN_TRAFFIC = TierStanding(None, None, 0.0)
+
+
+def decide_tier(tenant_id: str, chunks: int, standing: TierStanding, config: IndexConfig) -> str:
+    """The tier the tenant's next base segment is built in."""
+    if tenant_id in config.tier_overrides:
+        return config.tier_overrides[tenant_id]
+    current = standing.current
+    wanted = _wanted_tier(chunks, standing.queries_per_day, config, current.tier if current else None)
+    if current is None or wanted == current.tier:
+        return wanted
+    if current.tier == TINY:
+        return wanted  # grown past tiny's margin: exact search over it would be slow, no minimum stay
+    stayed_days = (standing.now - current.entered_at) / SECONDS_PER_DAY
+    return wanted if stayed_days >= config.tier_min_stay_days else current.tier
+
+
+def _wanted_tier(chunks: int, queries_per_day: float | None, config: IndexConfig, current: str | None) -> str:
+    """The tier size and traffic ask for, with the hysteresis of the tier the tenant is in."""
+    margin = config.tier_margin if current is not None else 0.0
+    tiny_limit = config.tiny_max_chunks * ((1 + margin) if current == TINY else (1 - margin))
+    if chunks <= tiny_limit:
+        return TINY
+    hot = current == HOT
+    busy = hot if queries_per_day is None else _past(queries_per_day, config.hot_min_queries_per_day, hot, margin)
+    if current is None and queries_per_day is None:
+        busy = False  # a new tenant with no traffic yet is rarely used
+    big_enough = _past(chunks, config.hot_min_chunks, hot, margin)
+    capped = config.hot_max_chunks is not None and _past(chunks, config.hot_max_chunks, not hot, margin)
+    return HOT if busy and big_enough and not capped else COLD
+
+
+def _past(value: float, threshold: float, above_now: bool, margin: float) -> bool:
+    """Whether `value` is above `threshold`, with hysteresis: one already above stays above down to
+    t·(1−margin); one below must reach t·(1+margin)."""
+    return value >= threshold * ((1 - margin) if above_now else (1 + margin))
+
+
+def queries_per_day(traffic: TrafficLog, tenant_ids: list[str], now: float, window_days: int) -> dict[str, float]:
+    """Each tenant's mean queries a day over the `window_days` UTC days up to today (0 for none)."""
+    totals = traffic.queries_since(tenant_ids, day_of(now) - window_days + 1)
+    return {tenant_id: totals.get(tenant_id, 0) / window_days for tenant_id in tenant_ids}
+
+
+def tier_standing(traffic: TrafficLog, tenant_id: str, now: float, config: IndexConfig) -> TierStanding:
+    """The tenant's standing from the catalog: its traffic over the window and its tier's entry."""
+    per_day = queries_per_day(traffic, [tenant_id], now, config.tier_window_days)[tenant_id]
+    return TierStanding(per_day, traffic.tier_entries([tenant_id]).get(tenant_id), now)
