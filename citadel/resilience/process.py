@@ -16,7 +16,7 @@ import logging
 import threading
 from typing import Any, Callable
 
-from citadel.config import CitadelConfig
+from citadel.config import CitadelConfig, ResilienceConfig
 from citadel.resilience.faults import NO_FAULTS, FaultInjector, FaultStore
 from citadel.resilience import MonotonicClock, make_breakers
 from citadel.resilience.breaker import BreakerState, LatencyBreaker
@@ -26,25 +26,36 @@ log = logging.getLogger(__name__)
 
 
 
+Transition = Callable[[str, BreakerState, BreakerState, str], None]
+
+
 def fault_store(config: CitadelConfig) -> FaultStore:
     return FaultStore(config.home / "faults")
 
 
-class Resilience:
-    """Breakers and fault injectors of one process, and a background event loop for async wrappers."""
+def process_resilience(config: CitadelConfig, rank_fn: Callable[[], int] = lambda: 0,
+                       on_transition: Transition | None = None) -> "Resilience":
+    """A serving process's Resilience from the config root: the `resilience` section, and the fault
+    store under the home when drills may inject faults (`serving.fault_injection`)."""
+    faults = fault_store(config) if config.serving.fault_injection else None
+    return Resilience(config.resilience, faults, rank_fn, on_transition)
 
-    def __init__(self, config: CitadelConfig, rank_fn: Callable[[], int] = lambda: 0,
-                 on_transition: Callable[[str, BreakerState, BreakerState, str], None] | None = None):
-        self.config = config
+
+class Resilience:
+    """Breakers and fault injectors of one process, and a background event loop for async wrappers.
+    `faults`: where drills' faults are read (None: injection off, every injector a no-op)."""
+
+    def __init__(self, settings: ResilienceConfig, faults: FaultStore | None = None,
+                 rank_fn: Callable[[], int] = lambda: 0, on_transition: Transition | None = None):
+        self.settings = settings
         self._rank_fn = rank_fn
         self._listeners = [on_transition] if on_transition is not None else []
-        self.breakers: dict[str, LatencyBreaker] = make_breakers(config.resilience, MonotonicClock(),
-                                                                 self._transition)
-        self._store = fault_store(config) if config.serving.fault_injection else None
+        self.breakers: dict[str, LatencyBreaker] = make_breakers(settings, MonotonicClock(), self._transition)
+        self._store = faults
         self._loop: asyncio.AbstractEventLoop | None = None
         self._loop_lock = threading.Lock()
 
-    def add_listener(self, on_transition: Callable[[str, BreakerState, BreakerState, str], None]) -> None:
+    def add_listener(self, on_transition: Transition) -> None:
         self._listeners.append(on_transition)
 
     def _transition(self, name: str, old: BreakerState, new: BreakerState, reason: str) -> None:

@@ -36,7 +36,7 @@ from ray.serve import Application
 from citadel.answer.service import QueryVectorMemo
 from citadel.config import CitadelConfig, DeploymentSettings, load_config
 from citadel.resilience.deadline import deadline_scope
-from citadel.resilience.process import Resilience
+from citadel.resilience.process import Resilience, process_resilience
 from citadel.wiring import Stages, Wiring
 from serving.http.api import create_api
 from serving.ray.loopback import pin_replica_grpc_to_loopback
@@ -86,7 +86,7 @@ class Embedder:
     def __init__(self, config_dict: dict):
         config = _config(config_dict)
         self._embedder = Wiring(config, in_replica=True, stage="embedder").local_embedder
-        self._faults = Resilience(config, replica_rank).injector("embedder")  # drills only
+        self._faults = process_resilience(config, replica_rank).injector("embedder")  # drills only
         self.embed_query = serve.batch(max_batch_size=config.serving.embed_max_batch_size,
                                        batch_wait_timeout_s=config.serving.embed_batch_wait_s)(self._embed_batch)
 
@@ -127,7 +127,7 @@ class Retriever:
         config = _config(config_dict)
         # The core retriever behind this replica's guard, over the embedder deployment (guarded,
         # faults injected there) and a memo that hands the query vector back to the gateway.
-        wiring = Wiring(config, resilience=Resilience(config, replica_rank),
+        wiring = Wiring(config, resilience=process_resilience(config, replica_rank),
                         stages=Stages(embedder=RemoteEmbedder(embedder_handle, config.serving.request_timeout_s)))
         self._memo = wiring.memo
         self._retriever = wiring.retriever
@@ -165,7 +165,7 @@ class Reranker:
 
         config = _config(config_dict)
         self._reranker = make_reranker(config.answer)  # unguarded: the gateway's breaker times this hop
-        self._guard = Resilience(config, replica_rank).faults_only("reranker")
+        self._guard = process_resilience(config, replica_rank).faults_only("reranker")
 
     def model_id(self) -> str:
         return self._reranker.model_id
@@ -183,7 +183,7 @@ class Generator:
         config = _config(config_dict)
         self._generator = make_generator(config.answer)
         # Faults only: the breaker on this hop lives in the gateway, which times what it waits for.
-        self._guard = Resilience(config, replica_rank).faults_only("generator")
+        self._guard = process_resilience(config, replica_rank).faults_only("generator")
 
     def model_id(self) -> str:
         return self._generator.model_id
@@ -204,7 +204,7 @@ class Orchestrator:
 
     def __init__(self, config_dict: dict, handles: dict[str, Any]):
         config = _config(config_dict)
-        resilience = Resilience(config, replica_rank)
+        resilience = process_resilience(config, replica_rank)
         wiring = Wiring(config, resilience=resilience, stages=_remote_stages(config, handles, resilience),
                         in_replica=True, stage="orchestrator")
         self._orchestrator = wiring.make_orchestrator(wiring.run_store)
@@ -229,7 +229,7 @@ class Gateway:
 
     def __init__(self, config_dict: dict, handles: dict[str, Any] | None = None):
         config = _config(config_dict)
-        resilience = Resilience(config, replica_rank)
+        resilience = process_resilience(config, replica_rank)
         stages = _remote_stages(config, handles, resilience) if handles else None
         self.services = build_services(config, stages, resilience=resilience, in_replica=True)
 

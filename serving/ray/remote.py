@@ -128,7 +128,7 @@ def _retryable() -> tuple[type[BaseException], ...]:
 def _hedged_and_retried(send, resilience):
     from citadel.resilience import Hedged, MonotonicClock, RetryBudget, Retrying
 
-    settings, clock = resilience.config.resilience, MonotonicClock()
+    settings, clock = resilience.settings, MonotonicClock()
     hedged = None
     call = send
     if settings.hedge_enabled:

@@ -21,7 +21,7 @@ from citadel.config import CitadelConfig
 from citadel.guardrails.log_masking import install_log_masking
 from citadel.ingest.runner import JobRunner
 from citadel.quality.candidates import CandidateQueue
-from citadel.resilience.process import Resilience, fault_store
+from citadel.resilience.process import Resilience, fault_store, process_resilience
 from citadel.reviews.tasks import ReviewPolicy
 from citadel.types import Principal
 from citadel.wiring import Stages, Wiring
@@ -67,7 +67,7 @@ class Services:
 def build_services(config: CitadelConfig, stages: Stages | None = None, clock: Callable[[], float] | None = None,
                    resilience: Resilience | None = None, in_replica: bool = False) -> Services:
     metrics = ApiMetrics.from_config(config.serving)
-    resilience = resilience or Resilience(config)
+    resilience = resilience or process_resilience(config)
     resilience.add_listener(metrics.breaker_transition)
     wiring = Wiring(config, resilience=resilience, stages=stages, clock=clock, in_replica=in_replica, stage="fused")
     install_log_masking(wiring.personal_data)  # this process's log lines: no personal data

@@ -32,9 +32,9 @@ class TestGuardedRetriever(RetrieverConformance):
     @pytest.fixture(scope="class")
     @classmethod
     def backend(cls, home):
-        from citadel.resilience.process import Resilience
+        from citadel.resilience.process import process_resilience
 
-        return GuardedRetriever(home.wiring.retriever, Resilience(home.wiring.config).guard("retriever"))
+        return GuardedRetriever(home.wiring.retriever, process_resilience(home.wiring.config).guard("retriever"))
 
 
 class TestRemoteRetriever(RetrieverConformance):
@@ -55,9 +55,9 @@ class TestHedgedRemoteRetriever(RetrieverConformance):
     @pytest.fixture(scope="class")
     @classmethod
     def backend(cls, home):
-        from citadel.resilience.process import Resilience
+        from citadel.resilience.process import process_resilience
 
-        return _remote(home, Resilience(home.wiring.config))
+        return _remote(home, process_resilience(home.wiring.config))
 
     def test_reads_go_through_the_hedge(self, backend):
         before = backend.stats()["requests"]
