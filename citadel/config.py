@@ -529,6 +529,9 @@ def _deployments() -> dict[str, DeploymentSettings]:
         "embedder": DeploymentSettings(max_ongoing_requests=32, max_queued_requests=256, target_ongoing_requests=16),
         "retriever": DeploymentSettings(max_replicas=3, max_ongoing_requests=16, max_queued_requests=256,
                                         target_ongoing_requests=4),
+        # Split only: the settings of each big tenant's own retriever deployment (serving/ray/dedicated.py).
+        "retriever_dedicated": DeploymentSettings(max_replicas=3, max_ongoing_requests=16, max_queued_requests=256,
+                                                  target_ongoing_requests=4),
         "reranker": DeploymentSettings(max_ongoing_requests=32, max_queued_requests=256, target_ongoing_requests=16),
         "generator": DeploymentSettings(max_ongoing_requests=16, max_queued_requests=256, target_ongoing_requests=8),
         # Split only: agentic runs. A run holds one request (and one thread) of its replica for its
@@ -567,6 +570,18 @@ class ServingConfig(_Section):
     rerank_max_batch_size: int = Field(8, ge=1, description="@serve.batch size of the reranker (requests).")
     rerank_batch_wait_s: float = Field(0.004, ge=0, description="@serve.batch wait of the reranker.")
     tenants_per_replica: int = Field(16, ge=1, description="Tenant partitions a retriever replica keeps (multiplex LRU).")
+    dedicated_tenant_chunks: int = Field(
+        1_000_000, ge=0, description="Split topology: a tenant whose published partition holds more chunks than this "
+        "(read from the catalog when the app is built: `citadel up`, a Serve deploy) gets a retriever deployment of "
+        "its own, `retriever-<tenant>` with the `retriever_dedicated` settings and autoscaling; the rest share the "
+        "multiplexed `retriever`. 0: by size never."
+    )
+    dedicated_tenants: list[str] = Field(
+        default_factory=list, description="Tenants that get a retriever deployment of their own whatever their size."
+    )
+    max_dedicated_tenants: int = Field(
+        8, ge=0, description="Most dedicated retriever deployments one app makes (the biggest tenants first)."
+    )
     max_upload_bytes: int = Field(20 * 1024 * 1024, ge=1, description="Largest document an admin may upload.")
     max_body_bytes: int = Field(
         64 * 1024, ge=1024, description="Largest request body of every route but uploads, counted while it is read "

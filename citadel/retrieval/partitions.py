@@ -60,6 +60,11 @@ class PartitionCache:
             partitions = [p for key, p in self._loaded.items() if key[0] == tenant_id]
         return {segment.directory: segment for p in partitions for segment in p.segments}
 
+    def tenants(self) -> list[str]:
+        """The tenants whose partitions this cache holds now, sorted (which replica serves whom)."""
+        with self._lock:
+            return sorted({tenant_id for tenant_id, _ in self._loaded})
+
     def evict(self, tenant_id: str) -> int:
         """Forget every loaded segment of a tenant (a multiplexing LRU let it go). Safe to call
         twice or for a tenant never loaded; returns how many segments were dropped."""

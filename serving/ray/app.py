@@ -39,6 +39,8 @@ from citadel.resilience.deadline import deadline_scope
 from citadel.resilience.process import Resilience, process_resilience
 from citadel.wiring import Stages, Wiring
 from serving.http.api import create_api
+from serving.ray.dedicated import (DEDICATED_RETRIEVERS, DEDICATED_SETTINGS, dedicated_tenants, deployment_name,
+                                   retriever_handle)
 from serving.ray.loopback import pin_replica_grpc_to_loopback
 from serving.ray.remote import (RemoteEmbedder, RemoteGenerator, RemoteOrchestrator, RemoteReranker, RemoteRetriever,
                                 adopted_deadline)
@@ -152,6 +154,10 @@ class Retriever:
         """This replica's rank, so a drill can aim a fault at one live replica."""
         return replica_rank()
 
+    def tenants(self) -> list[str]:
+        """The tenants whose partitions this replica holds now (which deployment serves whom)."""
+        return self._partitions.tenants()
+
     def _retrieve(self, principal, query: str, top_k: int | None, request_id: str | None,
                   deadline_epoch: float | None):
         with deadline_scope(adopted_deadline(deadline_epoch)):  # the gateway's deadline bounds our hops too
@@ -246,7 +252,7 @@ def _remote_stages(config: CitadelConfig, handles: dict[str, Any], resilience: R
     reranker = handles.get("reranker")
     orchestrator = handles.get("orchestrator")
     return Stages(embedder=RemoteEmbedder(handles["embedder"], timeout_s),
-                  retriever=RemoteRetriever(handles["retriever"], timeout_s, memo, resilience),
+                  retriever=RemoteRetriever(retriever_handle(handles), timeout_s, memo, resilience),
                   reranker=RemoteReranker(reranker, timeout_s) if reranker is not None else None,
                   generator=RemoteGenerator(handles["generator"], timeout_s),
                   memo=memo,
@@ -302,9 +308,9 @@ def build_app_for(config: CitadelConfig) -> Application:
     config_dict = config.model_dump(mode="json")
     settings = config.serving.deployments
 
-    def bound(deployment, name: str, *bind_args):
-        options = deployment_options(name, settings[name])
-        if name == "retriever" and config.resilience.outlier_routing:
+    def bound(deployment, name: str, *bind_args, settings_name: str | None = None):
+        options = deployment_options(name, settings[settings_name or name])
+        if deployment is Retriever and config.resilience.outlier_routing:
             from serving.ray.routing import ROUTER_CLASS
 
             options["request_router_config"] = {"request_router_class": ROUTER_CLASS}
@@ -317,6 +323,10 @@ def build_app_for(config: CitadelConfig) -> Application:
                "generator": bound(Generator, "generator")}
     if config.answer.reranker != "none":
         handles["reranker"] = bound(Reranker, "reranker")
+    # Big tenants' own retriever deployments; the proxies route their calls there (serving/ray/dedicated.py).
+    handles[DEDICATED_RETRIEVERS] = {tenant: bound(Retriever, deployment_name(tenant), embedder,
+                                                   settings_name=DEDICATED_SETTINGS)
+                                     for tenant in dedicated_tenants(config)}
     # The orchestrator calls the stages, never itself; the gateway calls it too.
     handles["orchestrator"] = bound(Orchestrator, "orchestrator", dict(handles))
     return bound(Gateway, "gateway", handles)
