@@ -18,6 +18,7 @@ from citadel.errors import CitadelError
 from citadel.ingest.engine import TenantSources, check_unique
 from citadel.ingest.jobs import DocumentRecord, jobs_from_paths, read_document_records
 from citadel.ingest.sources import AclSpec, DocumentSource, TrustedFields
+from citadel.ingest.uploads import StoredRawFile
 from indexing.stages import RECORD_SCHEMA
 
 
@@ -50,8 +51,11 @@ def records_from_jobs(jobs: Sequence[TenantSources]) -> tuple[pa.Table, AclSpec 
 
 
 def _check_file(source: DocumentSource) -> None:
-    """A record names one file that is read and recorded as the source: an inline document, or a file
-    known by another name, can run only on the local engine."""
+    """A record names one file that is read and recorded as the source (a path, or an upload's raw
+    key, which the workers read from the object store): an inline document, or a file known by
+    another name, can run only on the local engine."""
+    if isinstance(source, StoredRawFile):
+        return
     if str(getattr(source, "path", None)) != source.source:
         raise CitadelError(f"{source.source}: the Ray engine reads files named by their source; this document "
                            "needs the local engine", code="not_a_file")

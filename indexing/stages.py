@@ -30,7 +30,8 @@ from citadel.errors import CitadelError
 from citadel.embedding.factory import make_embedder
 from citadel.segments.build import CHUNK_SCHEMA, chunks_to_table
 from citadel.segments.tiering import TierStanding
-from citadel.ingest.sources import AclSpec, FileOutcome, SourceFile, TrustedFields
+from citadel.ingest.objects import ObjectStore, make_object_store
+from citadel.ingest.sources import AclSpec, DocumentSource, FileOutcome, SourceFile, TrustedFields
 from citadel.ingest.steps import (
     BuiltSegment,
     DeadLetter,
@@ -45,6 +46,7 @@ from citadel.ingest.steps import (
     replay_meta,
     resolved_fields,
 )
+from citadel.ingest.uploads import StoredRawFile, stored_version
 from citadel.types import embed_text_for
 
 PUBLISHED = "published"
@@ -149,21 +151,32 @@ class ParseChunkStage:
         self._config = config
         self._versions = versions
         self._acl = acl or AclSpec()
+        self._objects: ObjectStore | None = None  # opened on the first upload's raw key
 
     def __call__(self, batch: pa.Table) -> pa.Table:
         started = time.perf_counter()
         columns: dict[str, list] = {name: [] for name in ROW_SCHEMA.names}
         for record in batch.to_pylist():
             acl = self._acl if record["groups"] is None else AclSpec.from_groups(record["groups"])
-            source = SourceFile(Path(record["source"]), record["document_id"], record["source"],
-                                TrustedFields.from_mapping(record), bool(record["trust_front_matter"]),
-                                replay=bool(record["replay"]))
+            source = self._source(record)
             result = prepare_document(record["tenant_id"], source, acl, self._config, self._versions,
                                       record["version"])
             _append_result(columns, record, result)
         rows = len(columns["doc_order"])
         columns["parse_s"] = [(time.perf_counter() - started) / max(rows, 1)] * rows
         return pa.table(columns, schema=ROW_SCHEMA)
+
+    def _source(self, record: dict[str, Any]) -> DocumentSource:
+        """The record's document: a file by its path, or an upload's raw file by its key (read from
+        the deployment's object store, which every worker reaches)."""
+        fields = TrustedFields.from_mapping(record)
+        trust, replay = bool(record["trust_front_matter"]), bool(record["replay"])
+        if stored_version(record["tenant_id"], record["document_id"], record["source"]) is not None:
+            if self._objects is None:
+                self._objects = make_object_store(self._config)
+            return StoredRawFile(self._objects, record["source"], record["document_id"], fields, trust, replay)
+        return SourceFile(Path(record["source"]), record["document_id"], record["source"], fields, trust,
+                          replay=replay)
 
 
 def _append_result(columns: dict[str, list], record: dict[str, Any], result: PrepareResult) -> None:

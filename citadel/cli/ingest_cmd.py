@@ -106,7 +106,7 @@ def _jobs(runtime: Wiring, request: IngestRequest) -> tuple[list["TenantSources"
 
     try:
         if request.retry_dead_letters:
-            return jobs_from_dead_letters(runtime.catalog, request.tenant)
+            return jobs_from_dead_letters(runtime.catalog, request.tenant, runtime.objects)
         if request.manifest:
             return jobs_from_manifest(request.manifest), []
         return jobs_from_paths(request.tenant, request.paths, _acl(request), request.trust_front_matter), []

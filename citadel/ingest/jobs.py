@@ -21,8 +21,10 @@ import pyarrow.parquet as pq
 from citadel.catalog.base import JobLog
 from citadel.errors import BadManifest, CitadelError
 from citadel.ingest.engine import TenantSources, check_unique
-from citadel.ingest.sources import AclSpec, SourceFile, TrustedFields, discover
+from citadel.ingest.objects import ObjectStore
+from citadel.ingest.sources import AclSpec, DocumentSource, SourceFile, TrustedFields, discover
 from citadel.ingest.steps import replayed_fields
+from citadel.ingest.uploads import StoredRawFile, stored_version
 from citadel.types import validate_tenant_id
 
 REQUIRED_COLUMNS = ("tenant_id", "document_id", "source")
@@ -96,23 +98,43 @@ def jobs_from_manifest(path: Path) -> list[TenantSources]:
     return jobs_from_records(read_document_records(path))
 
 
-def jobs_from_dead_letters(catalog: JobLog, tenant_id: str | None) -> tuple[list[TenantSources], list[int]]:
+def jobs_from_dead_letters(catalog: JobLog, tenant_id: str | None,
+                           objects: ObjectStore | None = None) -> tuple[list[TenantSources], list[int]]:
     """A replay of the dead letters not yet retried (one tenant's, or every tenant's) and the letter
     ids to mark once it ran. Each document is ingested as its job would have (its groups, trusted
     fields and front-matter trust) and as a replay (a scanned PDF's OCR gets the longer budget); a document
-    that failed twice is replayed once, from its latest letter."""
+    that failed twice is replayed once, from its latest letter.
+
+    A letter of an upload names its raw key (citadel.ingest.uploads): with `objects`, the replay reads
+    that file from the store and requests the version the upload reserved, so its chunk ids, and the
+    raw file `GET .../versions/{version}/raw` serves, are the upload's (a newer version published
+    meanwhile makes it `stale_version`, never a step back)."""
     letters = catalog.dead_letters(tenant_id)
     latest: dict[tuple[str, str], dict[str, Any]] = {}
     for letter in letters:  # oldest first: a later letter of the same document replaces an earlier one
         key = (letter["tenant_id"], letter["meta"]["document_id"])
         latest.pop(key, None)
         latest[key] = letter
-    by_tenant: dict[str, tuple[list[SourceFile], AclSpec]] = {}
+    by_tenant: dict[str, tuple[list[DocumentSource], AclSpec, dict[str, int]]] = {}
     for (tenant, document_id), letter in latest.items():
-        fields, trust_front_matter = replayed_fields(letter["meta"])
-        files, acl = by_tenant.setdefault(tenant, ([], AclSpec()))
-        files.append(SourceFile(Path(letter["source"]), document_id, letter["source"], fields, trust_front_matter,
-                                replay=True))
+        files, acl, versions = by_tenant.setdefault(tenant, ([], AclSpec(), {}))
+        source, version = _replayed_source(tenant, document_id, letter, objects)
+        files.append(source)
+        if version is not None:
+            versions[document_id] = version
         acl.documents[document_id] = tuple(letter["meta"].get("groups", ()))
-    jobs = [TenantSources(tenant, tuple(files), acl) for tenant, (files, acl) in sorted(by_tenant.items())]
+    jobs = [TenantSources(tenant, tuple(files), acl, versions)
+            for tenant, (files, acl, versions) in sorted(by_tenant.items())]
     return jobs, [letter["id"] for letter in letters]
+
+
+def _replayed_source(tenant_id: str, document_id: str, letter: dict[str, Any],
+                     objects: ObjectStore | None) -> tuple[DocumentSource, int | None]:
+    """The letter's document as a replay reads it: an upload's raw file from the store (with its
+    reserved version), anything else from its path."""
+    fields, trust_front_matter = replayed_fields(letter["meta"])
+    version = stored_version(tenant_id, document_id, letter["source"])
+    if version is not None and objects is not None:
+        return StoredRawFile(objects, letter["source"], document_id, fields, trust_front_matter, replay=True), version
+    return SourceFile(Path(letter["source"]), document_id, letter["source"], fields, trust_front_matter,
+                      replay=True), None

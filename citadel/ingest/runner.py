@@ -40,7 +40,7 @@ from citadel.ingest.engine import IngestEngine, TenantSources
 from citadel.ingest.objects import ObjectStore
 from citadel.ingest.report import JobReport
 from citadel.ingest.sources import AclSpec, DocumentSource, SourceFile, TrustedFields
-from citadel.ingest.uploads import document_segment, read_raw, store_raw, version_prefix
+from citadel.ingest.uploads import StoredRawFile, document_segment, read_raw, store_raw, version_prefix
 
 log = logging.getLogger(__name__)
 
@@ -284,11 +284,11 @@ class JobRunner:
         versions = {job.document_id: job.version}
         if self.engines.large is not None and spec.size_bytes >= self.settings.ray_min_bytes:
             lease.progress["engine"] = "ray"
-            # Ray workers read the file by its source name: the attempt's copy (under the home, which
-            # a multi-node cluster shares).
-            source = SourceFile(source.path, source.document_id, str(source.path), source.fields)
+            # Ray workers read the raw file by its key from the object store, so a dead letter names
+            # the key, which `citadel ingest --retry-dead-letters` reads back (citadel/ingest/uploads.py).
+            stored = StoredRawFile(self.store, source.source, source.document_id, source.fields)
             engine = self.engines.large(lease.on_progress)
-            report = engine.run([TenantSources(job.tenant_id, (source,), acl, versions)])[0]
+            report = engine.run([TenantSources(job.tenant_id, (stored,), acl, versions)])[0]
             engine_job_id = report.job_id
             report.job_id, report.tenant_id = job.job_id, job.tenant_id
             lease.progress["engine_job_id"] = engine_job_id

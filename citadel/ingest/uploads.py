@@ -12,6 +12,10 @@ The older layout, `<home>/uploads/<tenant>/<job id>/<document id, made a safe fi
 is migrated on the job runner's start (`migrate_legacy_uploads`): a file whose job published a
 version moves under that version's key; one whose job published nothing stays where it is until its
 document is withdrawn (`delete_legacy_uploads`).
+
+An upload's raw key is also the source its engines record (and a dead letter names): both engines
+read it back from the store (`StoredRawFile`, `stored_source`), so `citadel ingest
+--retry-dead-letters` replays a failed upload from its raw file, as the version the upload reserved.
 """
 
 from __future__ import annotations
@@ -25,10 +29,14 @@ from urllib.parse import quote
 from citadel.catalog.base import JobLog, PermissionSource
 from citadel.errors import NotFound
 from citadel.ingest.objects import ObjectStore
-from citadel.types import Principal, validate_tenant_id
+from citadel.ingest.sources import TrustedFields
+from citadel.parsing import OcrSettings, parse_bytes
+from citadel.types import ParsedDocument, Principal, content_hash, validate_tenant_id
 
 RAW_PREFIX = "raw"
 UPLOADS_DIR = "uploads"  # the older layout's folder under the home
+SHA256_HEX_CHARS = 64
+_HEX = frozenset("0123456789abcdef")
 
 
 @dataclass(frozen=True)
@@ -74,6 +82,46 @@ def read_raw(store: ObjectStore, tenant_id: str, document_id: str, version: int)
     name = key.rsplit("/", 1)[1]
     suffix = name[name.index("."):] if "." in name else ""
     return RawFile(key, suffix, store.get(key))
+
+
+def stored_version(tenant_id: str, document_id: str, source: str) -> int | None:
+    """The version whose raw key `source` is, when it is one of this tenant's and document's
+    (`raw/<tenant>/<document>/v<N>/<64 hex><suffix>`, whole); None for anything else, such as a path
+    of a file ingested from disk. The tenant and document must match, so a source can only ever name
+    its own document's raw file."""
+    parts = source.split("/")
+    if len(parts) != 5 or parts[:3] != [RAW_PREFIX, tenant_id, document_segment(document_id)]:
+        return None
+    version, name = parts[3], parts[4]
+    digest = name.split(".", 1)[0]
+    if not (version[:1] == "v" and version[1:].isdigit() and int(version[1:]) > 0):
+        return None
+    if len(digest) != SHA256_HEX_CHARS or not set(digest) <= _HEX:
+        return None
+    return int(version[1:])
+
+
+@dataclass(frozen=True)
+class StoredRawFile:
+    """An upload's raw file as a document source (citadel.ingest.sources.DocumentSource), read from
+    the object store by its key, which is also its source: what a runner ingests, and what a dead
+    letter's replay reads back. The bytes were bounded when stored; `load` checks them again."""
+
+    store: ObjectStore
+    key: str
+    document_id: str
+    fields: TrustedFields = TrustedFields()
+    trust_front_matter: bool = False
+    replay: bool = False
+
+    @property
+    def source(self) -> str:
+        return self.key
+
+    def load(self, max_bytes: int, ocr: OcrSettings | None = None) -> tuple[ParsedDocument, str]:
+        """(parsed document, hash of the raw bytes), as SourceFile.load gives for a file."""
+        data = self.store.get(self.key)
+        return parse_bytes(data, self.key, max_bytes=max_bytes, ocr=ocr), content_hash(data)
 
 
 def open_raw(permissions: PermissionSource, store: ObjectStore, principal: Principal, document_id: str,

@@ -17,11 +17,13 @@ import pytest
 from citadel.catalog.sqlite import SQLiteCatalog
 from citadel.config import JobsConfig, load_config
 from citadel.embedding.factory import make_embedder
+from citadel.ingest.engine import TenantSources
 from citadel.ingest.local import Ingestor
 from citadel.ingest.objects import LocalObjectStore
 from citadel.ingest.runner import Engines, JobRunner, LeaseLost, UploadSpec, job_view, queue_upload
-from citadel.ingest.sources import TrustedFields
-from citadel.ingest.uploads import raw_key, read_raw, version_prefix
+from citadel.ingest.sources import AclSpec, TrustedFields
+from citadel.ingest.steps import VersionSnapshot
+from citadel.ingest.uploads import StoredRawFile, raw_key, read_raw, store_raw, stored_version, version_prefix
 from tests.settable_clock import SettableClock
 
 TENANT, DOCUMENT = "acme", "travel"
@@ -213,3 +215,29 @@ def test_a_failing_attempt_is_retried_then_the_job_fails_with_its_reason(world):
 
 def _publishes(catalog) -> int:
     return sum(1 for row in catalog.audit_log(TENANT) if row["action"] == "publish")
+
+
+def test_ray_data_parse_workers_read_an_uploads_raw_key_from_the_store(world):
+    """The Ray engine's records name an upload by its raw key (not a temporary copy), so a dead letter
+    names a file a replay can read back; the parse stage (no Ray needed) reads it from the store."""
+    from indexing.records import records_from_jobs
+    from indexing.stages import ParseChunkStage
+
+    config, _, store, _ = world
+    key = store_raw(store, TENANT, DOCUMENT, 2, TEXT.encode(), ".md")
+    source = StoredRawFile(store, key, DOCUMENT)
+    records, acl = records_from_jobs([TenantSources(TENANT, (source,), AclSpec.from_groups(["staff"]),
+                                                    {DOCUMENT: 2})])
+    rows = ParseChunkStage(config, VersionSnapshot({}), acl)(records).to_pylist()
+    assert {(row["source"], row["status"], row["version"]) for row in rows} == {(key, "published", 2)}
+    assert "The hotel limit is 220 USD per night." in " ".join(row["text"] for row in rows)
+
+
+def test_only_a_documents_own_raw_key_is_read_from_the_store():
+    key = raw_key(TENANT, DOCUMENT, 3, b"x", ".md")
+    assert stored_version(TENANT, DOCUMENT, key) == 3
+    assert stored_version("other", DOCUMENT, key) is None  # another tenant's letter cannot name it
+    assert stored_version(TENANT, "hotels", key) is None
+    assert stored_version(TENANT, DOCUMENT, f"/srv/{key}") is None  # a path on disk stays a path
+    assert stored_version(TENANT, DOCUMENT, key.replace("v3", "v0")) is None
+    assert stored_version(TENANT, DOCUMENT, f"raw/{TENANT}/{DOCUMENT}/v3/notahash.md") is None

@@ -2,11 +2,15 @@
 back as a PDF with no text layer. The first ingest's page budget is too small for Tesseract, so the
 document lands in the dead-letter queue as ocr_timeout; `citadel ingest --retry-dead-letters` (its
 code path, in-process) replays it with the budget times ingest.ocr.retry_multiplier, and the replay
-publishes chunks that keep their page numbers and answer a question with the right page."""
+publishes chunks that keep their page numbers and answer a question with the right page. An upload
+of one scanned page (a queued job, citadel/ingest/runner.py) dead-letters the same way under its raw
+key, and the replay reads that key back from the object store and publishes the version the upload
+reserved."""
 
 from __future__ import annotations
 
 import shutil
+import time
 
 import pytest
 
@@ -14,8 +18,10 @@ from citadel.cli.ingest_cmd import IngestRequest, run_ingest
 from citadel.config import OcrConfig, load_config
 from citadel.errors import ParseError
 from citadel.ingest.engine import TenantSources
-from citadel.ingest.sources import AclSpec, SourceFile, discover
+from citadel.ingest.runner import UploadSpec, queue_upload
+from citadel.ingest.sources import AclSpec, SourceFile, TrustedFields, discover
 from citadel.ingest.steps import VersionSnapshot
+from citadel.ingest.uploads import read_raw, version_prefix
 from citadel.parsing import OcrSettings, parse_bytes
 from citadel.parsing.ocr import CHILD_GRACE_S, ocr_paragraphs, scanned_copy
 from citadel.types import Principal
@@ -96,6 +102,62 @@ def test_a_question_about_a_scanned_page_cites_that_page(replayed):
     passages = runtime.retriever.retrieve(READER, "merchandise inventories increase 47 new stores").passages
     assert passages and (passages[0].page, passages[0].document_id) == (2, "ulta-scan")
     assert "47 new stores" in passages[0].text
+
+
+UPLOAD = "ulta-upload"
+
+
+def _replay_request() -> IngestRequest:
+    return IngestRequest(paths=[], tenant="t", groups=None, acl_file=None, manifest=None, retry_dead_letters=True,
+                         local=True)
+
+
+@pytest.fixture(scope="module")
+def uploaded(tmp_path_factory):
+    """One scanned page uploaded as a queued job (50 ms page budget: dead-lettered by the runner),
+    then `citadel ingest --retry-dead-letters` (its code path) with 1000 times the budget."""
+    _require_tesseract()
+    scan = scanned_copy(shared_data("pdfs", FILING).read_bytes(), FILING_PAGES[1:], SCAN_DPI)
+    config = load_config(environ={
+        "CITADEL_HOME": str(tmp_path_factory.mktemp("upload-home")), "CITADEL_EMBEDDING__BACKEND": "hash",
+        "CITADEL_INGEST__OCR__PAGE_TIMEOUT_S": "0.05", "CITADEL_INGEST__OCR__RETRY_MULTIPLIER": "1000",
+        "CITADEL_INGEST__OCR__DPI": str(SCAN_DPI)})
+    runtime = Wiring(config=config)
+    runtime.catalog.ensure_tenant("t")
+    spec = UploadSpec("ulta.pdf", ("finance",), TrustedFields(), len(scan), "admin")
+    queued = queue_upload(runtime.catalog, runtime.objects, "uploader", 30.0, time.time(), "t", UPLOAD, scan, spec)
+    runner = runtime.job_runner()
+    assert runner.run_once() == queued.job_id
+    job = runtime.catalog.get_job(queued.job_id)
+    letters = runtime.catalog.dead_letters("t")
+    replay = run_ingest(runtime, _replay_request())
+    yield runtime, queued, job, letters, replay
+    runtime.close()
+
+
+def test_an_uploads_ocr_timeout_is_dead_lettered_under_its_raw_key(uploaded):
+    runtime, queued, job, letters, _ = uploaded
+    [outcome] = job["report"]["files"]
+    raw = read_raw(runtime.objects, "t", UPLOAD, queued.version)
+    assert (outcome["status"], outcome["code"], outcome["source"]) == ("failed", "ocr_timeout", raw.key)
+    assert raw.key.startswith(version_prefix("t", UPLOAD, queued.version))
+    assert [(letter["source"], letter["code"], letter["meta"]["groups"]) for letter in letters] == [
+        (raw.key, "ocr_timeout", ["finance"])]
+
+
+def test_the_replay_reads_the_raw_key_and_publishes_the_reserved_version(uploaded):
+    runtime, queued, _, _, replay = uploaded
+    assert [(r["published"], r["failed"]) for r in replay] == [(1, 0)]
+    [published] = replay[0]["files"]
+    assert (published["status"], published["version"]) == ("published", queued.version)
+    record = runtime.catalog.get_document("t", UPLOAD)
+    assert (record.published_version, record.status) == (queued.version, "published")
+    chunk_ids = runtime.catalog.manifest("t", UPLOAD, queued.version)
+    assert chunk_ids and all(c.startswith(f"t:{UPLOAD}:v{queued.version}:") for c in chunk_ids)
+    assert runtime.catalog.dead_letters("t") == []  # marked retried
+    # A second replay finds nothing to do; the raw route's file is the published version's.
+    assert run_ingest(runtime, _replay_request()) is None
+    assert read_raw(runtime.objects, "t", UPLOAD, record.published_version).content[:4] == b"%PDF"
 
 
 def test_a_replay_carries_its_longer_budget_through_the_ray_data_records(scan, tmp_path):
