@@ -96,6 +96,15 @@ def _add_jobs() -> None:
 _add_jobs()
 
 
+def _add_tiers() -> None:
+    from citadel.cli.tiers_cmd import tiers
+
+    app.command()(tiers)
+
+
+_add_tiers()
+
+
 def _add_logs() -> None:
     from citadel.cli.logs_cmd import logs_app
 

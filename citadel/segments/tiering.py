@@ -100,3 +100,36 @@ def tier_standing(traffic: TrafficLog, tenant_id: str, now: float, config: Index
     """The tenant's standing from the catalog: its traffic over the window and its tier's entry."""
     per_day = queries_per_day(traffic, [tenant_id], now, config.tier_window_days)[tenant_id]
     return TierStanding(per_day, traffic.tier_entries([tenant_id]).get(tenant_id), now)
+
+
+@dataclass(frozen=True)
+class TierReview:
+    """One published tenant as the policy sees it now: its size, traffic and tier, and the tier its
+    next publish or compaction would build (`moves`: they differ)."""
+
+    tenant_id: str
+    chunks: int
+    queries_per_day: float
+    tier: str
+    entered_at: float
+    wanted: str
+
+    @property
+    def moves(self) -> bool:
+        return self.wanted != self.tier
+
+
+def review_tiers(catalog, config: IndexConfig, now: float) -> list[TierReview]:
+    """Every published tenant's standing and the tier the policy gives it (`catalog`: a Publisher and a
+    TrafficLog). Reading it moves nothing: a compaction of the tenants that `moves` does."""
+    published = [row for row in catalog.list_tenants() if row["segment_id"] is not None]
+    tenant_ids = [row["tenant_id"] for row in published]
+    rates = queries_per_day(catalog, tenant_ids, now, config.tier_window_days)
+    entries = catalog.tier_entries(tenant_ids)
+    reviews = []
+    for row in published:
+        tenant_id, chunks = row["tenant_id"], int(row["published_chunks"] or 0)
+        current = entries.get(tenant_id) or TierEntry(row["tier"], -math.inf)  # published before tiers were kept
+        wanted = decide_tier(tenant_id, chunks, TierStanding(rates[tenant_id], current, now), config)
+        reviews.append(TierReview(tenant_id, chunks, rates[tenant_id], current.tier, current.entered_at, wanted))
+    return reviews

@@ -5,6 +5,8 @@ happens at a publish or compaction, never when a query counts (citadel/retrieval
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
 from citadel.catalog.base import TierEntry
@@ -13,7 +15,7 @@ from citadel.config import IndexConfig
 from citadel.errors import CatalogUnavailable
 from citadel.retrieval.traffic import CountingRetriever, TrafficCounter
 from citadel.segments.tiering import (COLD, HOT, SECONDS_PER_DAY, TINY, TierStanding, day_of, decide_tier,
-                                      queries_per_day)
+                                      queries_per_day, review_tiers)
 from tests.settable_clock import SettableClock
 
 DAY = SECONDS_PER_DAY
@@ -141,6 +143,9 @@ def test_a_tenant_moves_at_a_compaction_not_when_it_is_queried(small_tiers, tmp_
         assert retriever.retrieve(alice, "parking permit").passages
     assert counter.pending() == {"acme": 5} and counter.flush() == 5
     assert catalog.tier_entries(["acme"])["acme"].tier == COLD
-    report = ingestor.compact("acme")
+    (review,) = review_tiers(catalog, small_tiers.config.index, time.time())  # what `citadel tiers` shows
+    assert (review.tier, review.wanted, review.moves, review.queries_per_day) == (COLD, HOT, True, 5.0)
+    report = ingestor.compact("acme")  # `citadel tiers --apply` compacts the tenants that move
     assert (report.tier, report.rebuild_reason) == (HOT, "forced")
     assert catalog.tier_entries(["acme"])["acme"].tier == HOT
+    assert not review_tiers(catalog, small_tiers.config.index, time.time())[0].moves
