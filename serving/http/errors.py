@@ -5,6 +5,13 @@
 `code` is stable; clients branch on it. The status comes from the error's class in the error tree
 (citadel/errors.py), so a new error needs no row here. Unknown failures are 500 `internal_error`
 and never leak a traceback. `add_error_handlers` installs the mapping on an app.
+
+The OpenAI-compatible family (serving/http/routers/openai/) answers in OpenAI's shape instead, so the
+openai SDKs raise their own exception types:
+
+    {"error": {"message", "type": "<OpenAI's, by status>", "param": null, "code", "request_id"}}
+
+and a refused request there is 400 (OpenAI's invalid-request status), not 422.
 """
 
 from __future__ import annotations
@@ -23,10 +30,34 @@ log = logging.getLogger(__name__)
 
 REQUEST_ID_HEADER = "x-request-id"
 HTTP_CODES = {404: "not_found", 405: "method_not_allowed"}
+# The OpenAI family's paths (serving/http/routers/openai/routes.py).
+OPENAI_PATHS = ("/v1/chat/completions", "/v1/models")
+OPENAI_TYPES = {401: "authentication_error", 403: "permission_error", 429: "rate_limit_error"}
 
 
 def error_body(code: str, message: str, request_id: str) -> dict:
     return {"error": {"code": code, "message": message, "request_id": request_id}}
+
+
+def openai_path(path: str) -> bool:
+    return path in OPENAI_PATHS or path.startswith("/v1/models/")
+
+
+def openai_error_body(code: str, message: str, request_id: str, status: int) -> dict:
+    kind = OPENAI_TYPES.get(status) or ("server_error" if status >= 500 else "invalid_request_error")
+    return {"error": {"message": message, "type": kind, "param": None, "code": code, "request_id": request_id}}
+
+
+def error_body_for(path: str, code: str, message: str, request_id: str, status: int) -> dict:
+    """The error body a route of `path` answers with (the admission middleware's too, given the path)."""
+    if openai_path(path):
+        return openai_error_body(code, message, request_id, status)
+    return error_body(code, message, request_id)
+
+
+def error_status_for(path: str, status: int) -> int:
+    """OpenAI refuses a request it cannot take with 400 (its SDK's BadRequestError), never 422."""
+    return 400 if status == 422 and openai_path(path) else status
 
 
 def request_id_of(request: Request) -> str:
@@ -43,7 +74,9 @@ def error_response(request: Request, code: str, message: str, status: int,
                    retry_after_s: float | None = None) -> JSONResponse:
     request_id = request_id_of(request)
     headers = {REQUEST_ID_HEADER: request_id, **retry_after(retry_after_s)}
-    return JSONResponse(error_body(code, message, request_id), status_code=status, headers=headers)
+    path = request.url.path
+    status = error_status_for(path, status)
+    return JSONResponse(error_body_for(path, code, message, request_id, status), status_code=status, headers=headers)
 
 
 async def known_error(request: Request, error: CitadelError) -> JSONResponse:

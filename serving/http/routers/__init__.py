@@ -9,6 +9,7 @@
                opens), GET /v1/policies/{id}, GET /v1/documents/{document}/versions/{version}/raw (raw.py)
     drills     /v1/admin/faults
     review     the reviewer page at /review (HTML, not in the OpenAPI document)
+    openai     POST /v1/chat/completions, GET /v1/models (OpenAI-compatible; errors in OpenAI's shape)
 
 Routes are defined at module level on each family's `APIRouter` and take what they need through
 serving/http/deps.py; `ROUTERS` is what create_api includes, in this order.
@@ -23,9 +24,10 @@ from serving.http.routers.documents import raw as document_raw
 from serving.http.routers.documents import routes as documents
 from serving.http.routers.drills import routes as drills
 from serving.http.routers.health import routes as health
+from serving.http.routers.openai import routes as openai_chat
 from serving.http.routers.query import routes as query
 from serving.http.routers.review import routes as review
 from serving.http.routers.runs import routes as runs
 
 ROUTERS = (health.router, query.router, runs.router, approvals.router, admin.router, admin_candidates.router,
-           drills.router, review.router, documents.router, document_raw.router)
+           drills.router, review.router, documents.router, document_raw.router, openai_chat.router)
