@@ -154,6 +154,41 @@ def quote_key(sentence: str) -> str:
 
 
 @dataclass(frozen=True)
+class SectionRef:
+    """What a section URL names (section_url's inverse): the ids decoded, the quote by its key."""
+
+    document_id: str
+    version: int
+    chunk_id: str
+    quote_key: str | None = None
+
+
+# A version in a URL is at most this many digits (the catalog's versions are 32-bit).
+MAX_VERSION_DIGITS = 10
+
+
+def parse_section_url(url: str) -> SectionRef | None:
+    """The section a citation's URL names — relative, as section_url writes it, or absolute with any
+    base path before `/v1/` — or None when the URL is not a section's. Only the path's shape is read
+    here; whether the caller may open it is the live check's (citadel/answer/sections.py)."""
+    parts = urllib.parse.urlsplit(url)
+    template = SECTION_PATH.split("/")[1:]
+    segments = parts.path.split("/")
+    if len(segments) <= len(template):
+        return None
+    named: dict[str, str] = {}
+    for expected, segment in zip(template, segments[-len(template):]):
+        if expected.startswith("{"):
+            named[expected.strip("{}")] = urllib.parse.unquote(segment)
+        elif segment != expected:
+            return None
+    version, quote = named["version"], urllib.parse.parse_qs(parts.query).get("quote", [None])[0]
+    if not (named["document"] and named["chunk_id"] and version.isascii() and version.isdigit() and len(version) <= MAX_VERSION_DIGITS):
+        return None
+    return SectionRef(named["document"], int(version), named["chunk_id"], quote)
+
+
+@dataclass(frozen=True)
 class Chunk:
     """An indexable piece of a document version. `page` is 1-based for PDFs, None otherwise."""
 

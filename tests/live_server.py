@@ -16,14 +16,15 @@ SERVER_STOP_TIMEOUT_S = 10.0
 class LiveServer:
     """An ASGI app served by uvicorn on a thread, on a free port of 127.0.0.1."""
 
-    def __init__(self, app):
+    def __init__(self, app, lifespan: str = "off"):
+        """`lifespan`: uvicorn's setting; "on" runs the app's lifespan (the MCP server's session manager)."""
         import uvicorn
 
         self._sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         self._sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         self._sock.bind(("127.0.0.1", 0))
         self.url = f"http://127.0.0.1:{self._sock.getsockname()[1]}"
-        self._server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="off"))
+        self._server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan=lifespan))
         self._thread = threading.Thread(target=self._server.run, kwargs={"sockets": [self._sock]},
                                         name="live-gateway", daemon=True)
 

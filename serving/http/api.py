@@ -16,6 +16,7 @@ from fastapi import FastAPI
 from serving.http.admission import Admission
 from serving.http.deps import services_of_scope
 from serving.http.errors import add_error_handlers
+from serving.http.mcp import mount_mcp
 from serving.http.routers import ROUTERS
 from serving.http.routers.review.session import SessionKeys
 from serving.services.compose import Services
@@ -37,6 +38,7 @@ def create_api(services: Services | None = None) -> FastAPI:
     add_error_handlers(app)
     for router in ROUTERS:
         app.include_router(router)
+    mount_mcp(app)  # the MCP server at /mcp (serving/http/mcp.py): the same services, its own authentication
     return app
 
 
