@@ -502,16 +502,17 @@ class Wiring:
         return make_object_store(self.config)
 
     def job_runner(self, large: Callable[[Progress], IngestEngine] | None = None,
-                   on_published: Callable[[str], None] | None = None) -> JobRunner:
+                   on_published: Callable[[str], None] | None = None, idle_backoff: bool = True) -> JobRunner:
         """A runner of queued ingestion jobs over this wiring's catalog, object store and in-process
-        engine (`large`: the Ray Data engine, where the caller has Ray). Uploads of the older layout
-        are moved under their raw keys first (citadel/ingest/uploads.py)."""
+        engine (`large`: the Ray Data engine, where the caller has Ray; `idle_backoff`: JobRunner's).
+        Uploads of the older layout are moved under their raw keys first (citadel/ingest/uploads.py)."""
         from citadel.ingest.runner import Engines, JobRunner
         from citadel.ingest.uploads import migrate_legacy_uploads
 
         migrate_legacy_uploads(self.config.home, self.catalog, self.objects)
         return JobRunner(self.catalog, self.objects, Engines(lambda progress: self.ingestor(progress), large),
-                         self.config.jobs, self.config.home / "jobs", on_published=on_published)
+                         self.config.jobs, self.config.home / "jobs", on_published=on_published,
+                         idle_backoff=idle_backoff)
 
     def ingestor(self, progress=None) -> IngestEngine:
         """An in-process ingestion engine writing through this wiring's catalog and embedder."""

@@ -31,7 +31,8 @@ def up(
             raise typer.BadParameter("--topology must be fused or split")
         loaded.serving.topology = topology
     try:
-        url = start(loaded, timeout_s=timeout)
+        # The supervisor with the deployment's job runner actor (the gateways' runner threads off).
+        url = start(loaded, timeout_s=timeout, supervisor="citadel.cli.supervisor")
     except LauncherError as error:
         typer.echo(f"error: {error}", err=True)
         raise typer.Exit(1)

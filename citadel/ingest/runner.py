@@ -172,11 +172,13 @@ class JobRunner:
     own, removed after the attempt: a runner that lost the job must not delete its successor's copy).
     `on_published(tenant_id)`: called after a job published (the serving process drops the tenant's
     cached answers). `heartbeat`: renew the lease from a thread too while a job runs (off in tests
-    that drive the clock)."""
+    that drive the clock). `idle_backoff`: look less often the longer the queue stays empty (the
+    many embedded runners, which an upload in their own process wakes); off for the deployment's one
+    runner actor, which no upload wakes, so it looks every `jobs.poll_s`."""
 
     def __init__(self, catalog: JobLog, store: ObjectStore, engines: Engines, settings: JobsConfig, workdir: Path,
                  owner: str | None = None, clock: Callable[[], float] = time.time, heartbeat: bool = True,
-                 on_published: Callable[[str], None] | None = None):
+                 on_published: Callable[[str], None] | None = None, idle_backoff: bool = True):
         self.catalog = catalog
         self.store = store
         self.engines = engines
@@ -186,6 +188,7 @@ class JobRunner:
         self.clock = clock
         self.heartbeat = heartbeat
         self.on_published = on_published or (lambda tenant_id: None)
+        self.idle_backoff = idle_backoff
         self._wake = threading.Event()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -219,8 +222,9 @@ class JobRunner:
 
     def run_until_stopped(self) -> None:
         """Run jobs until `stop`. When none waits it looks again after `jobs.poll_s`, twice as long
-        each time it finds none, up to a third of the lease (`wake`, on an upload in this process,
-        looks at once and starts over); after failed claims it backs off up to MAX_BACKOFF_S."""
+        each time it finds none (unless `idle_backoff` is off), up to a third of the lease (`wake`, on
+        an upload in this process, looks at once and starts over); after failed claims it backs off up
+        to MAX_BACKOFF_S."""
         failures, idle = 0, 0
         while not self._stop.is_set():
             try:
@@ -230,7 +234,7 @@ class JobRunner:
                 failures += 1
                 log.warning("job runner %s: claiming a job failed (%d in a row)", self.owner, failures, exc_info=True)
                 ran = None
-            idle = 0 if ran is not None else idle + 1
+            idle = 0 if ran is not None else (idle + 1 if self.idle_backoff else 1)
             if ran is None:
                 longest = MAX_BACKOFF_S if failures else max(self.settings.poll_s, self.settings.lease_s / 3)
                 woken = self._wake.wait(min(self.settings.poll_s * 2 ** min(failures + idle - 1, 16), longest))

@@ -21,10 +21,14 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from citadel.config import CitadelConfig
 from citadel.identity.credentials import ALL_TENANTS, kept_token
 from citadel.identity.keys import current_service_key
+
+if TYPE_CHECKING:
+    from serving.ray.local import JobRunnerScope
 
 LOCAL_APP_SERVICE = "local-app"
 LOCAL_ADMIN_SERVICE = "local-admin"
@@ -94,8 +98,9 @@ def running_pid(files: RunFiles) -> int | None:
     return pid if pid and _alive(pid) else None
 
 
-def up(config: CitadelConfig, timeout_s: float = 180.0) -> str:
-    """Start the supervisor and wait until the app answers /healthz; returns the URL."""
+def up(config: CitadelConfig, timeout_s: float = 180.0, supervisor: str = "serving.ray.launcher") -> str:
+    """Start the supervisor (`supervisor`: the module run as it; `citadel up`'s, citadel/cli/supervisor.py,
+    adds the deployment's job runner actor) and wait until the app answers /healthz; returns the URL."""
     from serving.ray.local import wait_healthy
 
     files = RunFiles.of(config)
@@ -111,7 +116,7 @@ def up(config: CitadelConfig, timeout_s: float = 180.0) -> str:
     files.config.write_text(config.model_dump_json())
     files.ready.unlink(missing_ok=True)
     with open(files.log, "ab") as log:
-        process = subprocess.Popen([sys.executable, "-m", "serving.ray.launcher", str(files.config)],
+        process = subprocess.Popen([sys.executable, "-m", supervisor, str(files.config)],
                                    stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     files.pid.write_text(str(process.pid))
     deadline = time.monotonic() + timeout_s
@@ -185,14 +190,16 @@ def _reap(pid: int) -> None:
         pass
 
 
-def supervise(config_path: Path) -> None:
-    """The supervisor: Ray, Serve and the app until SIGTERM, then an orderly shutdown."""
+def supervise(config_path: Path, job_runner: "JobRunnerScope | None" = None) -> None:
+    """The supervisor: Ray, Serve and the app until SIGTERM, then an orderly shutdown. `job_runner`:
+    the deployment's job runner actor, which `citadel up`'s supervisor (citadel/cli/supervisor.py)
+    passes (serving does not import indexing)."""
     from serving.ray.local import serve_locally
 
     config = CitadelConfig.model_validate_json(Path(config_path).read_text())
     files = RunFiles.of(config)
     stop = threading.Event()
-    with serve_locally(config) as url:
+    with serve_locally(config, job_runner=job_runner) as url:
         # Installed after ray.init, which sets handlers of its own: ours lets the block unwind.
         signal.signal(signal.SIGTERM, lambda *_: stop.set())
         signal.signal(signal.SIGINT, lambda *_: stop.set())

@@ -12,13 +12,15 @@ import os
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 
 from citadel.config import CitadelConfig
 from cluster.ray_local import LOOPBACK, local_ray
 
 APP_NAME = "citadel"
+# A deployment's job runner for a block: given the config, yields the serving processes' config.
+JobRunnerScope = Callable[[CitadelConfig], AbstractContextManager[CitadelConfig]]
 HEALTH_POLL_S = 0.25
 log = logging.getLogger(__name__)
 
@@ -101,13 +103,18 @@ def apply_serve_switches(config: CitadelConfig) -> None:
 
 
 @contextmanager
-def serve_locally(config: CitadelConfig, health_timeout_s: float = 120.0) -> Iterator[str]:
-    """A local Ray, Serve and the app for the block; yields the base URL."""
+def serve_locally(config: CitadelConfig, health_timeout_s: float = 120.0,
+                  job_runner: JobRunnerScope | None = None) -> Iterator[str]:
+    """A local Ray, Serve and the app for the block; yields the base URL. `job_runner` (`citadel up`,
+    given by the CLI: indexing/job_runner.py deployment_job_runner): the deployment's job runner for
+    the block, started once Ray is connected; the app gets the config it yields (the serving
+    processes' runner threads off) and it stops before Serve does."""
     from ray import serve
 
     apply_serve_switches(config)
     with local_ray(config.ingest_pipeline):
         try:
-            yield deploy(config, health_timeout_s)
+            with job_runner(config) if job_runner is not None else nullcontext(config) as serving_config:
+                yield deploy(serving_config, health_timeout_s)
         finally:
             serve.shutdown()
