@@ -129,7 +129,7 @@ class ApiClient:
 
     def events(self, user: User, run_id: str, after: int = 0, until: tuple[str, ...] = ()) -> list[RunEvent]:
         """The run's events after seq `after`, followed over its event stream until its final event."""
-        return list(self.as_user(user).follow_run(run_id, after_seq=after, until=until))
+        return list(self.as_user(user).follow_run(run_id, after_seq=after, until=until, timeout_s=JOB_TIMEOUT_S))
 
 
 def _show(api: ApiClient, title: str, user: User, question: str) -> list[Passage]:

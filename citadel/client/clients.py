@@ -143,12 +143,14 @@ class Citadel(_Client):
         """The run's events recorded so far after `after_seq` (no waiting)."""
         return self.send(routes.run_events(run_id, after_seq))
 
-    def follow_run(self, run_id: str, after_seq: int = 0, until: Iterable[str] = ()) -> Iterator[m.RunEvent]:
+    def follow_run(self, run_id: str, after_seq: int = 0, until: Iterable[str] = (),
+                   timeout_s: Optional[float] = None) -> Iterator[m.RunEvent]:
         """The run's events after `after_seq` as they are recorded, each once and in order, until its
         final or error event (or one of the types in `until`). A dropped stream is reopened with
         `Last-Event-ID`, the last seq delivered; `StreamInterrupted` after `Retries.stream_reconnects`
-        tries in a row that brought nothing."""
-        cursor = EventCursor(after_seq, tuple(until))
+        tries in a row that brought nothing. `timeout_s`: `RequestTimeout` if the stream has not ended
+        by then (the server's keep-alive comments let the client look at the clock while a run is quiet)."""
+        cursor = EventCursor(after_seq, tuple(until), timeout_s)
         while True:
             call = Call("GET", routes.run_events_path(run_id), lambda r: None, headers=cursor.headers(),
                         idempotent=True)
@@ -159,6 +161,7 @@ class Citadel(_Client):
                         raise api_error(response.status_code, response.read(), response.headers)
                     reader = EventReader()
                     for line in response.iter_lines():
+                        cursor.check_time(run_id)
                         event = reader.feed(line)
                         if cursor.take(event):
                             yield event
@@ -322,10 +325,10 @@ class AsyncCitadel(_Client):
     async def run_events(self, run_id: str, after_seq: int = 0) -> list[m.RunEvent]:
         return await self.send(routes.run_events(run_id, after_seq))
 
-    async def follow_run(self, run_id: str, after_seq: int = 0,
-                         until: Iterable[str] = ()) -> AsyncIterator[m.RunEvent]:
+    async def follow_run(self, run_id: str, after_seq: int = 0, until: Iterable[str] = (),
+                         timeout_s: Optional[float] = None) -> AsyncIterator[m.RunEvent]:
         """As `Citadel.follow_run`."""
-        cursor = EventCursor(after_seq, tuple(until))
+        cursor = EventCursor(after_seq, tuple(until), timeout_s)
         while True:
             call = Call("GET", routes.run_events_path(run_id), lambda r: None, headers=cursor.headers(),
                         idempotent=True)
@@ -336,6 +339,7 @@ class AsyncCitadel(_Client):
                         raise api_error(response.status_code, await response.aread(), response.headers)
                     reader = EventReader()
                     async for line in response.aiter_lines():
+                        cursor.check_time(run_id)
                         event = reader.feed(line)
                         if cursor.take(event):
                             yield event

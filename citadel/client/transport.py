@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import random
+import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, NoReturn, Optional, Union
 
@@ -159,9 +160,14 @@ class EventCursor:
     """Where a client following a run's events is: the last seq delivered (each event once, in
     order, across reconnects) and how many reconnects in a row brought nothing."""
 
-    def __init__(self, after_seq: int, until: tuple[str, ...]):
+    def __init__(self, after_seq: int, until: tuple[str, ...], timeout_s: Optional[float] = None):
         self.after_seq, self.until = after_seq, until
         self.failures = 0
+        self.deadline = None if timeout_s is None else time.monotonic() + timeout_s
+
+    def check_time(self, run_id: str) -> None:
+        if self.deadline is not None and time.monotonic() > self.deadline:
+            raise RequestTimeout(f"run {run_id} sent no final event in time (the last was seq {self.after_seq})")
 
     def headers(self) -> dict[str, str]:
         headers = {"accept": "text/event-stream"}

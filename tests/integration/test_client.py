@@ -171,6 +171,8 @@ def test_a_run_followed_over_its_event_stream_matches_its_log(live, finished_run
         assert followed == logged and followed[-1].type == "final"
         assert [e.seq for e in followed] == list(range(1, len(followed) + 1))
         assert list(alice.follow_run(run_id, after_seq=3)) == logged[3:]
+        with pytest.raises(RequestTimeout):
+            list(alice.follow_run(run_id, timeout_s=0))
         state = alice.run(run_id)
         assert state.status == "succeeded" and state.outcome == "answered" and state.steps
         assert alice.cancel_run(run_id).cancel_requested
