@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import copy
 import time
-from typing import Any, AsyncIterator, Iterable, Iterator, Mapping, Optional, Union
+from typing import Any, AsyncIterator, Iterable, Iterator, Mapping, Optional, Self, Union
 
 import httpx
 
@@ -40,7 +40,7 @@ class _Client:
         self._stream_timeout = httpx.Timeout(self._timeout.connect, read=stream_read_timeout_s)
         self._owns_http = True
 
-    def with_user(self, user_context: UserContext):
+    def with_user(self, user_context: UserContext) -> Self:
         """The same client (and connection pool) acting for another signed-in user; closing it
         leaves the pool to the original."""
         other = copy.copy(self)
@@ -152,8 +152,7 @@ class Citadel(_Client):
         by then (the server's keep-alive comments let the client look at the clock while a run is quiet)."""
         cursor = EventCursor(after_seq, tuple(until), timeout_s)
         while True:
-            call = Call("GET", routes.run_events_path(run_id), lambda r: None, headers=cursor.headers(),
-                        idempotent=True)
+            call = routes.run_event_stream(run_id, cursor.headers())
             try:
                 with self._http.stream(call.method, call.path, headers=self._credentials.headers(call),
                                        timeout=self._stream_timeout) as response:
@@ -330,8 +329,7 @@ class AsyncCitadel(_Client):
         """As `Citadel.follow_run`."""
         cursor = EventCursor(after_seq, tuple(until), timeout_s)
         while True:
-            call = Call("GET", routes.run_events_path(run_id), lambda r: None, headers=cursor.headers(),
-                        idempotent=True)
+            call = routes.run_event_stream(run_id, cursor.headers())
             try:
                 async with self._http.stream(call.method, call.path, headers=self._credentials.headers(call),
                                              timeout=self._stream_timeout) as response:

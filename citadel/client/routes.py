@@ -92,6 +92,11 @@ def run_events_path(run_id: str) -> str:
     return f"/v1/runs/{_segment(run_id)}/events"
 
 
+def run_event_stream(run_id: str, headers: dict[str, str]) -> Call:
+    """The run's events as Server-Sent Events (read line by line by the client, not parsed here)."""
+    return Call("GET", run_events_path(run_id), lambda response: None, headers=headers, idempotent=True)
+
+
 def feedback(answer_id: str, vote: str, reason: Optional[str], comment: str) -> Call:
     return Call("POST", f"/v1/answers/{_segment(answer_id)}/feedback", model(m.FeedbackRecorded),
                 json={"vote": vote, "reason": reason, "comment": comment})

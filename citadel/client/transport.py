@@ -56,8 +56,8 @@ class Credentials:
 
     def headers(self, call: Call) -> dict[str, str]:
         headers = {"authorization": f"Bearer {self.token}"} if self.token else {}
-        context = self.user_context() if callable(self.user_context) else self.user_context
-        if call.as_user and context:
+        if call.as_user and self.user_context is not None:  # a signer is asked only when a context is sent
+            context = self.user_context() if callable(self.user_context) else self.user_context
             headers[USER_CONTEXT_HEADER] = context
         return {**headers, **call.headers}
 
