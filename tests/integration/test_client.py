@@ -24,7 +24,7 @@ from tests.integration.test_api import client_for
 from tests.live_server import LiveServer
 
 QUESTION = "What is the hotel limit per night in London?"
-BUDGET_PER_DAY = 20  # requests one user may make per day here: the 429 test spends a user's whole budget
+BUDGET_PER_DAY = 30  # requests one user may make per day here: the 429 test spends a user's whole budget
 FAST = Retries(backoff_s=0.01, max_backoff_s=0.05)
 
 
