@@ -252,6 +252,7 @@ def test_admin_upload_job_acl_raw_file_and_withdrawal(live):
         assert all(p.document_id != "client-notes" for p in alice.retrieve("visitor badges east lobby").passages)
         assert admin.withdraw_document("acme", "client-notes").status == "withdrawn"
         assert "model" in admin.tools().targets
+        assert admin.pause_tool("model", "acme").paused and not admin.resume_tool("model", "acme").paused
         with pytest.raises(NotFound):
             admin.job("no-such-job")
 
