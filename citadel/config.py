@@ -611,6 +611,14 @@ class ServingConfig(_Section):
     )
     fault_injection: bool = Field(False, description="Allow admin fault injection (drills only).")
     deployments: dict[str, DeploymentSettings] = Field(
+    lean_request_path: bool = Field(
+        True, description="Serve's request path without its extra threads: user code and the handle router on each "
+        "replica's own event loop, request-path logs flushed in batches (RAY_SERVE_RUN_USER_CODE_IN_SEPARATE_THREAD=0, "
+        "RAY_SERVE_RUN_ROUTER_IN_SEPARATE_LOOP=0, RAY_SERVE_REQUEST_PATH_LOG_BUFFER_SIZE=1000; set before Ray starts, "
+        "an explicit environment wins). Safe because every handler is async and hands blocking work to threads.")
+    access_log: bool = Field(
+        False, description="Serve's per-request access log lines in every replica (the gateway's metrics, spans "
+        "and answer log already record each request).")
         default_factory=_deployments, description="Per-deployment settings, by stage name."
     )
 

@@ -56,7 +56,8 @@ def deploy(config: CitadelConfig, health_timeout_s: float = 120.0) -> str:
         raise ValueError(f"serving.host is {config.serving.host}; this launcher binds only {LOOPBACK}")
     serve.start(http_options={"host": LOOPBACK, "port": config.serving.port}, proxy_location="HeadOnly")
     try:
-        serve.run(build_app_for(config), name=APP_NAME, route_prefix="/", blocking=False)
+        serve.run(build_app_for(config), name=APP_NAME, route_prefix="/", blocking=False,
+                  logging_config={"enable_access_log": config.serving.access_log})
     except RuntimeError as error:
         raise RuntimeError(f"{error}\n{deployment_problems()}") from None
     url = f"http://{LOOPBACK}:{config.serving.port}"
@@ -85,6 +86,10 @@ def replace_app(config: CitadelConfig, health_timeout_s: float = 120.0) -> str:
 
 
 SERVE_SWITCHES = {"haproxy_ingress": "RAY_SERVE_ENABLE_HA_PROXY", "throughput_optimized": "RAY_SERVE_THROUGHPUT_OPTIMIZED"}
+# serving.lean_request_path: user code and the handle router on each replica's own event loop (no
+# thread hop per ASGI message or handle call), request-path logs flushed in batches.
+LEAN_REQUEST_PATH = {"RAY_SERVE_RUN_USER_CODE_IN_SEPARATE_THREAD": "0", "RAY_SERVE_RUN_ROUTER_IN_SEPARATE_LOOP": "0",
+                     "RAY_SERVE_REQUEST_PATH_LOG_BUFFER_SIZE": "1000"}
 
 
 def apply_serve_switches(config: CitadelConfig) -> None:
@@ -100,6 +105,9 @@ def apply_serve_switches(config: CitadelConfig) -> None:
     for field, variable in SERVE_SWITCHES.items():
         if getattr(config.serving, field):
             os.environ.setdefault(variable, "1")
+    if config.serving.lean_request_path:
+        for variable, value in LEAN_REQUEST_PATH.items():
+            os.environ.setdefault(variable, value)
 
 
 @contextmanager

@@ -351,6 +351,12 @@ def test_every_pod_shares_home_config_and_secrets(cluster_name):
             assert Path(container["workingDir"]) / app["args"]["config"] == Path(env["CITADEL_CONFIG"]["value"])
             ports = {p["containerPort"] for p in container.get("ports") or []}
             assert config.serving.port in ports
+            # Serve reads its request-path switches when each Ray process starts: every pod sets them
+            from serving.ray.local import LEAN_REQUEST_PATH
+
+            if config.serving.lean_request_path:
+                for variable, value in LEAN_REQUEST_PATH.items():
+                    assert env.get(variable, {}).get("value") == value, f"{name}: {variable} is not {value}"
 
 
 def test_app_config_loads_local_yaml_with_the_topology_of_args(clean_env, monkeypatch):
