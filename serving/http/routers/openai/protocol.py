@@ -5,7 +5,7 @@ tools, `user`, …) are ignored, like any unknown field: identity comes from the
 
 from __future__ import annotations
 
-from typing import Literal, Optional, Union
+from typing import Annotated, Literal, Optional, Union
 
 from pydantic import BaseModel, Field
 
@@ -15,17 +15,21 @@ from serving.http.routers.query.protocol import Citation
 MAX_MESSAGES = 256
 MAX_MODEL_CHARS = 64
 MAX_CONTENT_PARTS = 32
+# A message's text, far above any question (the body limit, serving.max_body_bytes, is lower still):
+# each path bounds its question itself (citadel: 2,000 characters; citadel-agent: agent.max_message_chars).
+MAX_CONTENT_CHARS = 100_000
 ROLES = Literal["system", "developer", "user", "assistant", "tool", "function"]
 
 
 class TextPart(RequestBody):
     type: Literal["text"] = Field(..., description="Only text parts: Citadel answers from documents, not images.")
-    text: str
+    text: str = Field(..., max_length=MAX_CONTENT_CHARS)
 
 
 class ChatMessage(RequestBody):
     role: ROLES
-    content: Union[str, list[TextPart], None] = Field(
+    content: Union[Annotated[str, Field(max_length=MAX_CONTENT_CHARS)],
+                   Annotated[list[TextPart], Field(max_length=MAX_CONTENT_PARTS)], None] = Field(
         None, description="A string or text parts. Only the last message (the user's) is asked; earlier turns "
                           "and system messages are ignored (docs/http-api.md#openai-compatible-chat).")
     name: Optional[str] = Field(None, max_length=MAX_MODEL_CHARS)

@@ -15,7 +15,7 @@ import time
 from typing import AsyncIterator, Optional, Union
 
 from fastapi import APIRouter, Request
-from fastapi.responses import StreamingResponse
+from fastapi.responses import Response, StreamingResponse
 
 from citadel.agent.delivery import token_pieces
 from citadel.errors import CitadelError
@@ -53,7 +53,7 @@ async def get_model(model: str, caller: CallerDep) -> Model:
 
 @router.post("/v1/chat/completions", response_model=ChatCompletion, responses=CHUNK_STREAM)
 async def chat_completions(request: Request, body: ChatCompletionRequest, services: ServicesDep, work: AsCaller,
-                           ids: Ids) -> Union[ChatCompletion, StreamingResponse]:
+                           ids: Ids) -> Union[ChatCompletion, Response]:
     """The last user message answered on the path `model` names, as an assistant message with its
     citations; `stream: true` for OpenAI's chunks. Refusals and held answers are ordinary replies
     (`finish_reason`, `citadel.outcome`)."""
@@ -62,12 +62,18 @@ async def chat_completions(request: Request, body: ChatCompletionRequest, servic
     envelope = Envelope(f"chatcmpl-{ids.request_id}", int(time.time()), body.model)
     if body.model == SINGLE_SHOT:
         reply = await work("chat", chat.answer, question, ids.request_id, ids.correlation_id)
-        return streamed(envelope.reply_chunks(reply)) if body.stream else envelope.completion(reply)
+        return streamed(envelope.reply_chunks(reply)) if body.stream else as_json(envelope.completion(reply))
     conversation_id = body.citadel.conversation_id if body.citadel else None
     started = await work("chat", chat.start_run, question, conversation_id)
     if body.stream:
         return streamed(run_chunks(request, chat, work.caller, started, ids.request_id, envelope))
-    return envelope.completion(await work("chat", chat.run_reply, started, ids.request_id))
+    return as_json(envelope.completion(await work("chat", chat.run_reply, started, ids.request_id)))
+
+
+def as_json(completion: ChatCompletion) -> Response:
+    """The completion, validated when it was built, serialised once (FastAPI would dump, validate and
+    dump it again for the response model, which stays the OpenAPI document's description)."""
+    return Response(completion.model_dump_json(), media_type="application/json")
 
 
 class Envelope:
