@@ -25,7 +25,7 @@ from citadel.errors import CitadelError
 from citadel.identity.context import sign_user_context
 from citadel.identity.credentials import ALL_TENANTS, add_credential
 from citadel.identity.keys import current_service_key
-from loadtests.serve_bench import QUESTIONS, measure_http, measure_inprocess, ratios
+from loadtests.serve_bench import QUESTIONS, floor_ms, measure_http, measure_inprocess, ratios
 
 TENANT_GROUPS = {"acme": ("staff",), "northwind": ("sales",)}
 UNLIMITED = 10**9
@@ -134,9 +134,11 @@ def bench_serve(config: CitadelConfig, concurrencies: list[int], duration_s: flo
     config = bench_config(config)
     identity = Identity(config)
     rows = _inprocess_rows(config, identity, concurrencies, duration_s, warmup_s, log)
-    http_rows, autoscaling = _http_rows(config, identity, concurrencies, duration_s, warmup_s, settle_down_s, log)
+    floors: dict[str, float] = {}
+    http_rows, autoscaling = _http_rows(config, identity, concurrencies, duration_s, warmup_s, settle_down_s, log,
+                                        floors)
     rows += http_rows
-    return {"rows": rows, "autoscaling": autoscaling, "ratios": ratios(rows)}
+    return {"rows": rows, "autoscaling": autoscaling, "ratios": ratios(rows), "healthz_p50_ms": floors}
 
 
 def _inprocess_rows(config: CitadelConfig, identity: Identity, concurrencies: list[int], duration_s: float,
@@ -156,9 +158,10 @@ def _inprocess_rows(config: CitadelConfig, identity: Identity, concurrencies: li
 
 
 def _http_rows(config: CitadelConfig, identity: Identity, concurrencies: list[int], duration_s: float,
-               warmup_s: float, settle_down_s: float, log) -> tuple[list[dict], list[dict]]:
+               warmup_s: float, settle_down_s: float, log, floors: dict[str, float]) -> tuple[list[dict], list[dict]]:
     """Fused, then split on the same Serve instance; replicas are logged from the split deploy on,
-    through `settle_down_s` after the load stops (the scale-down)."""
+    through `settle_down_s` after the load stops (the scale-down). `floors` gets each topology's
+    /healthz p50 from one client: what Serve's proxy and one replica call cost with no work."""
     from serving.ray.local import APP_NAME, replace_app, serve_locally
 
     rows: list[dict] = []
@@ -169,6 +172,8 @@ def _http_rows(config: CitadelConfig, identity: Identity, concurrencies: list[in
                 config.serving.topology = "split"
                 replace_app(config)
                 replicas.start()
+            floors[topology] = floor_ms(url)
+            log({"topology": topology, "healthz_p50_ms": floors[topology]})
             for concurrency in concurrencies:
                 replicas.mark(f"{topology} load c={concurrency}")
                 rows.append(measure_http(url, identity.headers, topology, concurrency, warmup_s, duration_s))

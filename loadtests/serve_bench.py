@@ -89,6 +89,20 @@ def measure_http(url: str, headers_for: HeadersFor, topology: str, concurrency: 
     return http_cell(url, headers_for, topology, concurrency, duration_s).row()
 
 
+def floor_ms(url: str, path: str = "/healthz", requests: int = 200) -> float:
+    """p50 of a GET that does no work (the health route) from one client: what the HTTP hop and, under
+    Serve, the proxy and one replica call cost by themselves."""
+    import httpx
+
+    latencies = []
+    with httpx.Client(base_url=url, timeout=10.0) as client:
+        for _ in range(requests):
+            started = time.perf_counter()
+            client.get(path).raise_for_status()
+            latencies.append((time.perf_counter() - started) * MS)
+    return round(percentile(latencies[10:], 50), 2)
+
+
 # ---------------------------------------------------------------------- in-process
 def inprocess_cell(call: InProcessCall, status_of: StatusOf, concurrency: int, duration_s: float,
                    topology: str = "inprocess") -> Cell:

@@ -59,7 +59,7 @@ def serve(
         return
     for row in result["rows"]:
         print(json.dumps(row))
-    print(json.dumps({"ratios": result["ratios"]}))
+    print(json.dumps({"ratios": result["ratios"], "healthz_p50_ms": result["healthz_p50_ms"]}))
     for sample in result["autoscaling"]:
         print(json.dumps(sample))
 
