@@ -184,6 +184,8 @@ class JobLog(Protocol):
         owner, lease_expires_at, attempts and progress (a dict or None)."""
     def list_jobs(self, tenant_ids: list[str] | None = None, limit: int = 100) -> list[dict[str, Any]]:
         """The newest `limit` jobs (of these tenants), newest first, rows as `get_job` gives them."""
+    def job_counts(self) -> dict[str, int]:
+        """How many jobs of every tenant there are in each status (the metrics read it at scrape time)."""
     def queue_ingest_job(self, tenant_id: str, document_id: str, spec: dict[str, Any], owner: str,
                          lease_s: float, now: float) -> QueuedJob:
         """Record an ingestion job of one document and reserve its version (above every version the

@@ -434,6 +434,10 @@ class SQLCatalog:
                            (*args, int(limit)))
         return [_job_row(r) for r in rows]
 
+    def job_counts(self) -> dict[str, int]:
+        rows = self._query("SELECT status, COUNT(*) AS jobs FROM jobs GROUP BY status", ())
+        return {r["status"]: int(r["jobs"]) for r in rows}
+
     # ------------------------------------------------------ the job queue and its leases
     def queue_ingest_job(self, tenant_id: str, document_id: str, spec: dict[str, Any], owner: str,
                          lease_s: float, now: float) -> QueuedJob:

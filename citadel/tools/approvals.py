@@ -38,6 +38,7 @@ Backends: `MemoryApprovalStore` (one process, tests) and `SQLiteApprovalStore`
 
 from __future__ import annotations
 
+import collections
 import copy
 import json
 import math
@@ -144,6 +145,10 @@ class ApprovalStore(Protocol):
     def sweep(self, now: float | None = None) -> tuple[list[Approval], list[Approval]]:
         """Expire the pending approvals whose expire_at has passed (EXPIRED: rejected) and escalate the
         pending ones whose escalate_at has passed. Returns (escalated now, expired now), each once."""
+
+    def pending_counts(self) -> dict[tuple[str, str], int]:
+        """How many approvals and review tasks of every tenant wait for a person, by (tool, kind): the
+        approvals-pending metric, read at scrape time. One not yet swept past its expiry still counts."""
 
     def close(self) -> None:
         """Release the backend's connection (a no-op in process)."""
@@ -273,6 +278,11 @@ class MemoryApprovalStore:
         with self._lock:
             approval_id = self._by_step.get((run_id, step_id))
             return None if approval_id is None else _copy(self._approvals[approval_id])
+
+    def pending_counts(self) -> dict[tuple[str, str], int]:
+        with self._lock:
+            pending = [(a.tool, str(a.kind)) for a in self._approvals.values() if a.status is ApprovalStatus.PENDING]
+        return dict(collections.Counter(pending))
 
     def list(self, tenant_id: str, groups: Iterable[str], status: ApprovalStatus | None = ApprovalStatus.PENDING,
              limit: int = 100) -> list[Approval]:

@@ -107,6 +107,11 @@ class SQLiteApprovalStore:
                                (run_id, step_id))
         return _approval(rows[0]) if rows else None
 
+    def pending_counts(self) -> dict[tuple[str, str], int]:
+        rows = self._file.read("SELECT tool, kind, COUNT(*) FROM approvals WHERE status = ? GROUP BY tool, kind",
+                               (ApprovalStatus.PENDING.value,))
+        return {(tool, kind): int(count) for tool, kind, count in rows}
+
     def list(self, tenant_id: str, groups: Iterable[str], status: ApprovalStatus | None = ApprovalStatus.PENDING,
              limit: int = 100) -> list[Approval]:
         wanted, count = group_set(groups), list_limit(limit)

@@ -99,6 +99,8 @@ def build_services(config: CitadelConfig, stages: Stages | None = None, clock: C
                                  metrics=metrics, candidates=candidates,
                                  webhook=DecisionWebhook(config.tools.decision_webhook)
                                  if config.tools.decision_webhook else None)
+    if wiring.approval_store is not None:
+        metrics.watch_pending_approvals(wiring.approval_store.pending_counts)  # read at scrape time
     if in_replica:
         _every(config.agent.lease_ttl_s, approvals.sweep)  # escalation and expiry need no traffic
     drills = DrillService(fault_store(config) if config.serving.fault_injection else None, config.answer,

@@ -13,10 +13,11 @@ from __future__ import annotations
 import threading
 from typing import Iterable
 
-from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
 from citadel.quality.signals import AnswerSignals
+from citadel.resilience.breaker import BreakerState
 
 OTHER_TENANTS = "other"
 DEFAULT_MAX_TENANTS = 50
@@ -74,6 +75,12 @@ class ApiMetrics:
                                          ["tenant"], registry=r)
         self.breaker_transitions = Counter("citadel_breaker_transitions_total", "Breaker state changes.",
                                            ["breaker", "to"], registry=r)
+        self.breaker_state = Gauge("citadel_breaker_state", "1 for each breaker's current state (closed, open, "
+                                   "half_open, recovering); a breaker that never changed state is closed and absent.",
+                                   ["breaker", "state"], registry=r)
+        self.answers = Counter("citadel_answers_total", "Single-shot answers by outcome: answered, not_confirmed, "
+                               "refused, clarify (a clarifying question) or review_pending (held for a person).",
+                               ["outcome"], registry=r)
         self.runs = Counter("citadel_runs_total", "Runs finished, by path and stop reason (none: answered in full).",
                             ["path", "status", "stop_reason"], registry=r)
         self.run_steps = Histogram("citadel_run_steps", "Steps one run executed.", registry=r,
@@ -103,6 +110,9 @@ class ApiMetrics:
         r.register(_RetrieverCollector(self._retrievers))
         self._catalogs: list = []
         r.register(_DeadLetterCollector(self._catalogs, self.tenant_label))
+        r.register(_JobCollector(self._catalogs))
+        self._pending_approvals: list = []
+        r.register(_PendingApprovalsCollector(self._pending_approvals))
 
     @classmethod
     def from_config(cls, serving) -> "ApiMetrics":
@@ -164,7 +174,18 @@ class ApiMetrics:
         self.budget_rejections.labels(self.tenant_label(tenant)).inc()
 
     def breaker_transition(self, name: str, old, new, reason: str) -> None:
-        self.breaker_transitions.labels(name, getattr(new, "value", str(new))).inc()
+        state = getattr(new, "value", str(new))
+        self.breaker_transitions.labels(name, state).inc()
+        for each in BreakerState:
+            self.breaker_state.labels(name, each.value).set(1 if each.value == state else 0)
+
+    def count_answer(self, outcome: str) -> None:
+        """One single-shot answer's outcome (serving/services/query.py answer_outcome)."""
+        self.answers.labels(outcome).inc()
+
+    def watch_pending_approvals(self, counts) -> None:
+        """Report `counts()` ({(tool, kind): pending}, read from the approval store) at scrape time."""
+        self._pending_approvals.append(counts)
 
     def watch_retriever(self, retriever) -> None:
         """Export a remote retriever's hedge and retry counts (its `stats()`)."""
@@ -244,4 +265,49 @@ class _DeadLetterCollector:
                                    labels=["tenant"])
         for tenant, count in sorted(counts.items()):
             family.add_metric([tenant], count)
+        yield family
+
+
+class _JobCollector:
+    """Ingestion jobs by status (queued, running, succeeded, failed, ...), read from the catalog at
+    scrape time (its job_counts); a catalog that cannot be read reports nothing."""
+
+    def __init__(self, catalogs: list):
+        self._catalogs = catalogs
+
+    def collect(self):
+        counts: dict[str, int] = {}
+        for catalog in self._catalogs:
+            try:
+                found = catalog.job_counts()
+            except Exception:  # noqa: BLE001 — a scrape never fails for a catalog read
+                continue
+            for status, count in found.items():
+                counts[status] = counts.get(status, 0) + int(count)
+        family = GaugeMetricFamily("citadel_ingest_jobs", "Ingestion jobs in the catalog, by status.", labels=["status"])
+        for status, count in sorted(counts.items()):
+            family.add_metric([status], count)
+        yield family
+
+
+class _PendingApprovalsCollector:
+    """Approvals and review tasks waiting for a person, by tool and kind, read from the approval store
+    at scrape time; a store that cannot be read reports nothing."""
+
+    def __init__(self, sources: list):
+        self._sources = sources
+
+    def collect(self):
+        counts: dict[tuple[str, str], int] = {}
+        for source in self._sources:
+            try:
+                found = source()
+            except Exception:  # noqa: BLE001 — a scrape never fails for a store read
+                continue
+            for key, count in found.items():
+                counts[key] = counts.get(key, 0) + int(count)
+        family = GaugeMetricFamily("citadel_approvals_pending", "Approvals (kind approval) and review tasks "
+                                   "(kind review) waiting for a person, by tool.", labels=["tool", "kind"])
+        for (tool, kind), count in sorted(counts.items()):
+            family.add_metric([tool, kind], count)
         yield family

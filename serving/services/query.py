@@ -15,10 +15,10 @@ from citadel.answer.service import AnswerService, outcome_of
 from citadel.catalog.base import Catalog
 from citadel.config import AnswerConfig, StateConfig
 from citadel.errors import BudgetExhausted
-from citadel.guardrails.router import SENSITIVE_DATA
+from citadel.guardrails.router import NEEDS_CLARIFICATION, SENSITIVE_DATA
 from citadel.retrieval.retriever import PassageRetriever
 from citadel.reviews.checks import single_shot_verdict
-from citadel.reviews.tasks import CLOSED, HOLD, ReviewPolicy, held_body
+from citadel.reviews.tasks import CLOSED, HOLD, REVIEW_PENDING, ReviewPolicy, held_body
 from citadel.state import State
 from citadel.state.base import StateUnavailable, answer_cache_key
 from citadel.tools.approvals import ApprovalStore
@@ -29,6 +29,7 @@ from serving.services.answer_cache import AnswerCacheView
 from serving.services.failures import failing_closed, unavailable
 from serving.services.metrics import ApiMetrics
 
+CLARIFY = "clarify"  # the outcome label of a clarifying question (citadel_answers_total)
 # Rough tokens per word, to estimate a request's cost before it runs (the budget charges up front).
 TOKENS_PER_WORD = 1.3
 TOKENS_PER_THOUSAND = 1000.0
@@ -97,7 +98,12 @@ class QueryService:
     # ------------------------------------------------------------------ answer
     def answer(self, caller: Caller, question: str, request_id: str, correlation_id: str | None = None) -> dict:
         """One answer; every one, cache hits included, is a row of the answer log (the question
-        withheld when it holds sensitive data)."""
+        withheld when it holds sensitive data), counted by its outcome."""
+        body = self._answer(caller, question, request_id, correlation_id)
+        self.metrics.count_answer(answer_outcome(body))
+        return body
+
+    def _answer(self, caller: Caller, question: str, request_id: str, correlation_id: str | None) -> dict:
         principal = caller.principal
         self.charge(principal, question)
         degraded: list[str] = []
@@ -166,3 +172,11 @@ class QueryService:
                           generate=[p.chunk_id for p in response.trace.sources])
         emit_stage_spans(request_id, response.timings_ms, chunks, correlation_id=correlation_id,
                          bundle_id=body.get("bundle_id"))  # the config that shaped it (DESIGN.md §11)
+
+
+def answer_outcome(body: dict) -> str:
+    """The outcome an answer's body is counted under: review_pending (held for a person), clarify (a
+    clarifying question), else its `outcome` (answered, not_confirmed, refused)."""
+    if body.get("status") == REVIEW_PENDING:
+        return REVIEW_PENDING
+    return CLARIFY if body.get("reason") == NEEDS_CLARIFICATION else body["outcome"]

@@ -107,6 +107,7 @@ def test_search_answer_and_open_citation_carry_the_same_citations_as_the_json_ap
     assert by_ids["text"] == section["text"] and by_ids["quote"] is None
     metrics = httpx.get(f"{server.url}/metrics", headers=home.metrics_headers()).text
     assert 'citadel_requests_total{endpoint="mcp_answer",status="200",tenant="acme"}' in metrics
+    assert 'citadel_answers_total{outcome="answered"}' in metrics
 
 
 def test_a_user_without_access_gets_no_passage_and_cannot_open_the_citation(deployment):
@@ -181,6 +182,8 @@ def test_a_t2_action_through_mcp_parks_for_approval(deployment):
     assert required["tool"] == "crm.create_discount_approval" and required["approver_group"] == "deal-desk"
     assert not [e for e in events["events"] if e["type"] == "final"]
     assert crm.count_approvals("northwind") == 0  # nothing reaches the CRM before a person decides
+    metrics = httpx.get(f"{server.url}/metrics", headers=home.metrics_headers()).text
+    assert 'citadel_approvals_pending{kind="approval",tool="crm.create_discount_approval"} 1.0' in metrics
     later = body_of(call(server.url, home.headers(**SAM), "run_events",
                          {"run_id": started["run_id"], "after_seq": events["events"][-1]["seq"]}))
     assert later["events"] == []  # every event once

@@ -21,7 +21,8 @@ import pytest
 from citadel.config import CitadelConfig
 from citadel.errors import Conflict, InvalidRequest, InvalidTenant, NotFound
 from citadel.state.base import StateUnavailable
-from citadel.tools.approvals import MAX_ARGS_CHARS, MAX_COMMENT_CHARS, Approval, ApprovalStatus, ApprovalStore
+from citadel.tools.approvals import (MAX_ARGS_CHARS, MAX_COMMENT_CHARS, Approval, ApprovalStatus, ApprovalStore,
+                                     TaskKind)
 from citadel.tools.factory import make_approval_store
 from tests.conformance.suites.store_pair import StorePairFixtures
 from tests.settable_clock import SettableClock
@@ -223,6 +224,16 @@ class ApprovalStoreConformance(StorePairFixtures):
         assert ids(store.list("northwind", [DEAL_DESK], status=None)) == ids([made["a"], made["d"], made["e"]])
         assert [a.status for a in store.list("northwind", [DEAL_DESK], status=None)] == \
                [ApprovalStatus.REJECTED, ApprovalStatus.APPROVED, ApprovalStatus.PENDING]
+
+    def test_pending_counts_cover_every_tenant_by_tool_and_kind(self, store, peer, clock):
+        assert store.pending_counts() == {}
+        made = [store.request(new_approval("a", clock=clock)), peer.request(new_approval("b", tenant_id="globex")),
+                store.request(new_approval("c", tool="crm.refund")),
+                store.request(new_approval("d", kind=TaskKind.REVIEW, reason="conflict_undated"))]
+        store.request(new_approval("a", clock=clock))  # asked again after a crash: still one
+        assert peer.pending_counts() == {(TOOL, "approval"): 2, ("crm.refund", "approval"): 1, (TOOL, "review"): 1}
+        store.decide(made[0].approval_id, ApprovalStatus.APPROVED, "dana", None)
+        assert store.pending_counts()[(TOOL, "approval")] == 1
 
     def test_list_is_oldest_first_by_creation_time_not_by_insertion(self, store, clock):
         clock.now = START + 100

@@ -1,0 +1,1 @@
+"""The Grafana dashboard over the gateway's Prometheus metrics (citadel.json) and its ConfigMap."""
