@@ -7,8 +7,8 @@ header dependencies: a route cannot refuse an anonymous 50 MB body unread. In or
    token, is kept only as a correlation id (`x-correlation-id` in the response, a field in the log):
    it names nothing and can overwrite nothing.
 2. **Authentication from headers alone**, before one byte of the body is read: a matched route under
-   `/v1/admin/` needs an admin credential; any other matched `/v1/` route (present or added later) a
-   service credential and a user context. The verified caller waits in `request.state.caller`
+   `/v1/admin/` needs an admin credential; any other matched `/v1/` route (present or added later) and the
+   MCP endpoint `/mcp` a service credential and a user context. The verified caller waits in `request.state.caller`
    (an admin in `request.state.admin`), so routes do not verify it again.
    Public paths (health, metrics — which checks its own credential —, the OpenAPI documents) and
    unmatched paths (404) need none.
@@ -44,6 +44,7 @@ CORRELATION_ID_HEADER = "x-correlation-id"
 # A client's correlation id is kept only when it is a plain token (full match: no trailing newline).
 CORRELATION_ID_PATTERN = re.compile(r"[A-Za-z0-9._-]{1,64}")
 ADMIN_PREFIX = "/v1/admin/"
+MCP_PATH = "/mcp"  # the MCP server (serving/http/mcp.py): a user's tools, authenticated and shed like /v1/
 API_PREFIX = "/v1/"
 UPLOAD_PATH = re.compile(r"/v1/admin/tenants/[^/]+/documents/?")
 BASE64_GROWTH = 4 / 3
@@ -217,7 +218,7 @@ def _error_response(error: CitadelError, request_id: str) -> JSONResponse:
 def _credential_needed(scope: Scope) -> Optional[str]:
     """"admin", "user" or None for this request's route (None also when no route matches: 404)."""
     path = scope["path"]
-    if not path.startswith(API_PREFIX):
+    if not path.startswith(API_PREFIX) and path != MCP_PATH:
         return None
     router = getattr(scope.get("app"), "router", None)
     routes = getattr(router, "routes", None)

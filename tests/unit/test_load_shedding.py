@@ -1,7 +1,7 @@
 """Load shedding at the gateway (serving/http/admission.py): a replica runs at most
 `admission_max_in_flight` user POSTs at once, lets `admission_max_waiting` more wait up to
 `admission_max_wait_s`, and refuses the rest at once with 503 `overloaded` and Retry-After; reads,
-admin routes and public paths never take a slot."""
+admin routes and public paths never take a slot; MCP calls (POST /mcp) take one like /v1/."""
 
 from __future__ import annotations
 
@@ -81,6 +81,10 @@ def _app(release: asyncio.Event, started: list) -> FastAPI:
     async def admin_work() -> dict:
         return {"ok": True}
 
+    @app.post("/mcp")
+    async def mcp() -> dict:
+        return {"ok": True}
+
     app.add_middleware(Admission, services_of=lambda scope: services)
     return app
 
@@ -99,6 +103,7 @@ def test_a_post_beyond_the_bound_is_a_503_with_retry_after_and_reads_and_admin_p
             assert refused.json()["error"]["code"] == "overloaded"
             assert (await client.get("/v1/work")).status_code == 200  # a read takes no slot
             assert (await client.post("/v1/admin/work", json={})).status_code == 200
+            assert (await client.post("/mcp", json={})).status_code == 503  # MCP tool calls share the slots
             release.set()
             assert (await holding).status_code == 200
             assert (await client.post("/v1/work", json={})).status_code == 200  # the slot came back
