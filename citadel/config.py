@@ -609,8 +609,6 @@ class ServingConfig(_Section):
     throughput_optimized: bool = Field(
         False, description="Serve's gRPC data plane between replicas (RAY_SERVE_THROUGHPUT_OPTIMIZED)."
     )
-    fault_injection: bool = Field(False, description="Allow admin fault injection (drills only).")
-    deployments: dict[str, DeploymentSettings] = Field(
     lean_request_path: bool = Field(
         True, description="Serve's request path without its extra threads: user code and the handle router on each "
         "replica's own event loop, request-path logs flushed in batches (RAY_SERVE_RUN_USER_CODE_IN_SEPARATE_THREAD=0, "
@@ -619,6 +617,8 @@ class ServingConfig(_Section):
     access_log: bool = Field(
         False, description="Serve's per-request access log lines in every replica (the gateway's metrics, spans "
         "and answer log already record each request).")
+    fault_injection: bool = Field(False, description="Allow admin fault injection (drills only).")
+    deployments: dict[str, DeploymentSettings] = Field(
         default_factory=_deployments, description="Per-deployment settings, by stage name."
     )
 
