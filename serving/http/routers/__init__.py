@@ -29,5 +29,6 @@ from serving.http.routers.query import routes as query
 from serving.http.routers.review import routes as review
 from serving.http.routers.runs import routes as runs
 
-ROUTERS = (health.router, query.router, runs.router, approvals.router, admin.router, admin_candidates.router,
-           drills.router, review.router, documents.router, document_raw.router, openai_chat.router)
+# The question routes first: a request's route is found by trying each in turn (here and in admission).
+ROUTERS = (health.router, query.router, openai_chat.router, runs.router, approvals.router, admin.router,
+           admin_candidates.router, drills.router, review.router, documents.router, document_raw.router)
