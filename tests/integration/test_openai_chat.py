@@ -1,7 +1,7 @@
 """The OpenAI-compatible door (serving/http/routers/openai/), driven by the official `openai` package
 against a gateway served by uvicorn on 127.0.0.1: the model list, a cited answer whose citations open,
 the same streamed as `chat.completion.chunk`s ending in `[DONE]`, a refusal, an answer held for review,
-an agentic run (whole and streamed), and the refusals the SDK turns into its own exception types (401,
+an agentic run (whole and streamed; held too), and the refusals the SDK turns into its own exception types (401,
 400, 404, 413) with OpenAI's error shape.
 
 One module deployment: the Acme home plus two undated versions of a meal policy that disagree (as in
@@ -131,6 +131,11 @@ def test_an_answer_held_for_review_is_review_pending(chat):
     assert content and "40" not in content and "55" not in content  # nothing of the held answer
     text, last = streamed(chat, MEALS)
     assert last.citadel["review_id"] == held.citadel["review_id"] and text == content
+    run_held = ask(chat, MEALS, model="citadel-agent")  # a run parks on its review_pending event
+    assert run_held.citadel["outcome"] == "review_pending" and run_held.citadel["run_id"]
+    assert run_held.choices[0].finish_reason == "content_filter" and "55" not in run_held.choices[0].message.content
+    text, last = streamed(chat, MEALS, model="citadel-agent")
+    assert last.citadel["outcome"] == "review_pending" and text and "55" not in text
 
 
 def test_the_agent_model_answers_with_a_run_whole_and_streamed(chat, deployment):
