@@ -102,6 +102,10 @@ class ChatService:
         """The run's events after `after_seq`, waiting a while for the next (empty: none came)."""
         return self.runs.wait_events(caller, run_id, after_seq, time_left(EVENT_WAIT_S))
 
+    def run(self, caller: Caller, question: str, conversation_id: Optional[str], request_id: str) -> ChatReply:
+        """A run started and waited for: the reply its closing event makes."""
+        return self.run_reply(caller, self.start_run(caller, question, conversation_id), request_id)
+
     def run_reply(self, caller: Caller, started: dict[str, str], request_id: str) -> ChatReply:
         """Wait, within the request's deadline (504 past it; the run goes on and its events stay
         readable at /v1/runs/{run_id}/events), for the event that ends the reply: the reply."""

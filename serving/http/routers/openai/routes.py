@@ -14,7 +14,7 @@ import json
 import time
 from typing import AsyncIterator, Optional, Union
 
-from fastapi import APIRouter, Request
+from fastapi import APIRouter, Path, Request
 from fastapi.responses import Response, StreamingResponse
 
 from citadel.agent.delivery import token_pieces
@@ -24,7 +24,8 @@ from serving.http.errors import openai_error_body
 from serving.http.protocol import ERRORS
 from serving.http.routers.openai.protocol import (CHUNK_STREAM, AssistantMessage, ChatCompletion,
                                                   ChatCompletionChunk, ChatCompletionRequest, ChatCitation, Choice,
-                                                  ChunkChoice, CitadelReply, Delta, Model, ModelList)
+                                                  ChunkChoice, CitadelReply, Delta, MAX_MODEL_CHARS, Model,
+                                                  ModelList)
 from serving.http.routers.query.protocol import MAX_QUESTION_CHARS
 from serving.services.access import Caller
 from serving.services.chat import SINGLE_SHOT, ChatReply, ChatService, event_reply
@@ -46,7 +47,7 @@ async def list_models(caller: CallerDep) -> ModelList:
 
 
 @router.get("/v1/models/{model}")
-async def get_model(model: str, caller: CallerDep) -> Model:
+async def get_model(caller: CallerDep, model: str = Path(..., max_length=MAX_MODEL_CHARS)) -> Model:
     ChatService.check_model(model)
     return Model(id=model, description=ChatService.models()[model])
 
@@ -64,10 +65,10 @@ async def chat_completions(request: Request, body: ChatCompletionRequest, servic
         reply = await work("chat", chat.answer, question, ids.request_id, ids.correlation_id)
         return streamed(envelope.reply_chunks(reply)) if body.stream else as_json(envelope.completion(reply))
     conversation_id = body.citadel.conversation_id if body.citadel else None
+    if not body.stream:
+        return as_json(envelope.completion(await work("chat", chat.run, question, conversation_id, ids.request_id)))
     started = await work("chat", chat.start_run, question, conversation_id)
-    if body.stream:
-        return streamed(run_chunks(request, chat, work.caller, started, ids.request_id, envelope))
-    return as_json(envelope.completion(await work("chat", chat.run_reply, started, ids.request_id)))
+    return streamed(run_chunks(request, chat, work.caller, started, ids.request_id, envelope))
 
 
 def as_json(completion: ChatCompletion) -> Response:
