@@ -38,7 +38,7 @@ from starlette.responses import JSONResponse
 from starlette.routing import Match
 
 from citadel.errors import CitadelError, Overloaded, PayloadTooLarge
-from serving.http.errors import REQUEST_ID_HEADER, error_body, retry_after
+from serving.http.errors import REQUEST_ID_HEADER, error_body_for, retry_after
 
 CORRELATION_ID_HEADER = "x-correlation-id"
 # A client's correlation id is kept only when it is a plain token (full match: no trailing newline).
@@ -156,7 +156,7 @@ class Admission:
             if shedder is not None:
                 await shedder.acquire()
         except CitadelError as error:
-            await _error_response(error, ids.request_id)(scope, receive, send)
+            await _error_response(error, ids.request_id, scope["path"])(scope, receive, send)
             return
         try:
             await self.app(scope, _replaying(body, receive), send)
@@ -210,9 +210,10 @@ class Admission:
         return b"".join(chunks)
 
 
-def _error_response(error: CitadelError, request_id: str) -> JSONResponse:
-    return JSONResponse(error_body(error.code, error.message, request_id), status_code=error.http_status,
-                        headers=retry_after(error.retry_after_s))
+def _error_response(error: CitadelError, request_id: str, path: str) -> JSONResponse:
+    """The route family's error body (OpenAI's shape on the OpenAI-compatible paths)."""
+    body = error_body_for(path, error.code, error.message, request_id, error.http_status)
+    return JSONResponse(body, status_code=error.http_status, headers=retry_after(error.retry_after_s))
 
 
 def _credential_needed(scope: Scope) -> Optional[str]:

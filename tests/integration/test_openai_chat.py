@@ -163,6 +163,7 @@ def test_a_bad_key_is_the_sdks_authentication_error(deployment):
     with pytest.raises(openai.AuthenticationError) as raised:
         bad.chat.completions.create(model="citadel", messages=[{"role": "user", "content": HOTEL}])
     assert raised.value.status_code == 401 and raised.value.body["code"]
+    assert raised.value.body["type"] == "authentication_error"  # OpenAI's shape, from the admission middleware
     with pytest.raises(openai.AuthenticationError):
         bad.models.list()
 
