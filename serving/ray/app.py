@@ -43,7 +43,7 @@ from serving.ray.dedicated import (DEDICATED_RETRIEVERS, DEDICATED_SETTINGS, ded
                                    retriever_handle)
 from serving.ray.loopback import pin_replica_grpc_to_loopback
 from serving.ray.remote import (RemoteEmbedder, RemoteGenerator, RemoteOrchestrator, RemoteReranker, RemoteRetriever,
-                                adopted_deadline)
+                                adopted_deadline, bind_handles)
 from serving.services.compose import build_services
 
 
@@ -129,7 +129,9 @@ class Retriever:
         config = _config(config_dict)
         # The core retriever behind this replica's guard, over the embedder deployment (guarded,
         # faults injected there) and a memo that hands the query vector back to the gateway.
-        wiring = Wiring(config, resilience=process_resilience(config, replica_rank),
+        resilience = process_resilience(config, replica_rank)
+        bind_handles(embedder_handle, resilience)
+        wiring = Wiring(config, resilience=resilience,
                         stages=Stages(embedder=RemoteEmbedder(embedder_handle, config.serving.request_timeout_s)))
         self._memo = wiring.memo
         self._retriever = wiring.retriever
@@ -248,6 +250,7 @@ def _remote_stages(config: CitadelConfig, handles: dict[str, Any], resilience: R
     runs are driven there. A run's call waits for the whole run: its deadline, then one request
     timeout for the answer's synthesis."""
     timeout_s = config.serving.request_timeout_s
+    bind_handles(handles, resilience)
     memo = QueryVectorMemo(RemoteEmbedder(handles["embedder"], timeout_s))
     reranker = handles.get("reranker")
     orchestrator = handles.get("orchestrator")

@@ -30,6 +30,31 @@ def adopted_deadline(epoch: float | None) -> Deadline | None:
     return None if epoch is None else Deadline.from_epoch(epoch)
 
 
+def bind_handles(handles: Any, resilience: Any, timeout_s: float = 30.0) -> None:
+    """Make every Serve handle in `handles` (a handle, or a dict of them, nested) ready on this
+    process's resilience loop. Serve builds a handle's router on its first use, on the event loop
+    running then; with its router on that loop (serving.lean_request_path) a first use outside any
+    loop, as from a run's worker thread, is refused. Bound here, on a loop that runs for the process's
+    life, every later call finds its router ready: the sync proxies' `.result()` from worker threads
+    and the hedged reads' awaits, which run on that same loop (no hop between loops)."""
+    found = list(_handles_in(handles))
+
+    async def first_use() -> None:
+        for handle in found:
+            handle.options()  # Serve initialises a handle on its first options() or remote()
+
+    if found:
+        resilience.run(first_use(), timeout_s)
+
+
+def _handles_in(value: Any):
+    if isinstance(value, dict):
+        for item in value.values():
+            yield from _handles_in(item)
+    elif value is not None and hasattr(value, "options"):
+        yield value
+
+
 class _Proxy:
     def __init__(self, handle: Any, timeout_s: float):
         self._handle = handle
