@@ -250,7 +250,9 @@ def _remote_stages(config: CitadelConfig, handles: dict[str, Any], resilience: R
     runs are driven there. A run's call waits for the whole run: its deadline, then one request
     timeout for the answer's synthesis."""
     timeout_s = config.serving.request_timeout_s
-    bind_handles(handles, resilience)
+    retrievers = {name: handles[name] for name in ("retriever", DEDICATED_RETRIEVERS) if name in handles}
+    bind_handles(retrievers, resilience, awaited=True)  # hedged reads await them on the resilience loop
+    bind_handles({name: h for name, h in handles.items() if name not in retrievers}, resilience)
     memo = QueryVectorMemo(RemoteEmbedder(handles["embedder"], timeout_s))
     reranker = handles.get("reranker")
     orchestrator = handles.get("orchestrator")

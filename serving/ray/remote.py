@@ -30,21 +30,32 @@ def adopted_deadline(epoch: float | None) -> Deadline | None:
     return None if epoch is None else Deadline.from_epoch(epoch)
 
 
-def bind_handles(handles: Any, resilience: Any, timeout_s: float = 30.0) -> None:
-    """Make every Serve handle in `handles` (a handle, or a dict of them, nested) ready on this
-    process's resilience loop. Serve builds a handle's router on its first use, on the event loop
-    running then; with its router on that loop (serving.lean_request_path) a first use outside any
-    loop, as from a run's worker thread, is refused. Bound here, on a loop that runs for the process's
-    life, every later call finds its router ready: the sync proxies' `.result()` from worker threads
-    and the hedged reads' awaits, which run on that same loop (no hop between loops)."""
+def bind_handles(handles: Any, resilience: Any, *, awaited: bool = False, timeout_s: float = 30.0) -> None:
+    """Make every Serve handle in `handles` (a handle, or a dict of them, nested) ready before any
+    request. Serve builds a handle's router on its first use, on the event loop running then; with its
+    router on that loop (serving.lean_request_path) a first use outside any loop, as from a run's worker
+    thread, is refused. Handles the sync proxies call from worker threads are bound on the loop the
+    replica constructs them on (its own, where it takes requests), else on the resilience loop; handles
+    whose responses are awaited on the resilience loop (`awaited`: the hedged retriever reads) are
+    bound there, since a response is awaited on its router's loop."""
     found = list(_handles_in(handles))
 
-    async def first_use() -> None:
+    def first_use() -> None:
         for handle in found:
             handle.options()  # Serve initialises a handle on its first options() or remote()
 
-    if found:
-        resilience.run(first_use(), timeout_s)
+    async def first_use_here() -> None:
+        first_use()
+
+    try:
+        asyncio.get_running_loop()
+        running = True
+    except RuntimeError:
+        running = False
+    if running and not awaited:
+        first_use()
+    elif found:
+        resilience.run(first_use_here(), timeout_s)
 
 
 def _handles_in(value: Any):
