@@ -153,14 +153,6 @@ class GeneratorReplica:
             return self._generator.generate(question, sources, prompt)
 
 
-class RouterReplica:
-    def __init__(self, router):
-        self._router = router
-
-    def route(self, question: str, deadline_epoch: float | None = None):
-        return self._router.route(question)
-
-
 class OrchestratorReplica:
     """The orchestrator deployment: drives under the caller's owner id suffixed with its replica's."""
 

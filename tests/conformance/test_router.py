@@ -1,8 +1,8 @@
 """Every QuestionRouter runs the router suite (tests/conformance/suites/router.py): the production
 Router (rules plus the packaged TF-IDF injection classifier, ~0.5 s to load), the same without the
-off-topic rule, AllowAllRouter (the fake the answer service uses when it is given no router), and the
-proxy to the router deployment through a fake Serve handle. RouteDecision itself refuses to be built
-inconsistent, so a wrong router fails where it is wrong.
+off-topic rule and AllowAllRouter (the fake the answer service uses when it is given no router); the
+router runs in the gateway's process in both topologies, so no proxy to it exists. RouteDecision
+itself refuses to be built inconsistent, so a wrong router fails where it is wrong.
 """
 
 from __future__ import annotations
@@ -14,7 +14,6 @@ import pytest
 from citadel.guardrails.base import RouteDecision
 from citadel.guardrails.router import AllowAllRouter, Router
 from tests.conformance.suites.router import RouterConformance
-from tests.fake_serve import FakeServeHandle, RouterReplica
 
 
 class TestRouter(RouterConformance):
@@ -38,15 +37,6 @@ class TestAllowAllRouter(RouterConformance):
     @classmethod
     def backend(cls):
         return AllowAllRouter()
-
-
-class TestRemoteRouter(RouterConformance):
-    @pytest.fixture(scope="class")
-    @classmethod
-    def backend(cls):
-        from serving.ray.remote import RemoteRouter
-
-        return RemoteRouter(FakeServeHandle(RouterReplica(Router())), timeout_s=5.0)
 
 
 # -- the decision type ------------------------------------------------------------------------
