@@ -19,7 +19,7 @@ from __future__ import annotations
 import json
 import os
 import re
-import select
+import selectors
 import subprocess
 import sys
 import textwrap
@@ -166,7 +166,10 @@ def _run_worker(skip: list[str]) -> tuple[list[dict], str | None]:
     running = "(importing the modules)"
     try:
         while True:
-            ready, _, _ = select.select([process.stdout], [], [], PER_PATTERN_TIMEOUT_S + 20 * (not results))
+            # a selector, not select.select: by now the suite's process may hold descriptors above 1024
+            with selectors.DefaultSelector() as selector:
+                selector.register(process.stdout, selectors.EVENT_READ)
+                ready = selector.select(PER_PATTERN_TIMEOUT_S + 20 * (not results))
             if not ready:
                 return results, running
             line = process.stdout.readline()
