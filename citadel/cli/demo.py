@@ -260,7 +260,7 @@ def _tour(api: ApiClient, confirm: bool = True) -> None:
                      staff, "What is the hotel limit per night?")
     _expect(all(p.version == 3 for p in passages if p.document_id == "travel-policy"), "superseded version leaked")
     _show(api, "3. A page citation from the generated PDF", staff, "How much is reimbursed for home office equipment?")
-    _scanned_page(api, staff)
+    _scanned_page(api, staff, confirm)
 
     sales = User("northwind", "sam", ("sales",))
     finance = User("northwind", "fiona", ("finance",))
@@ -317,16 +317,24 @@ def _open_citation(api: ApiClient, reader: User, citation: Citation) -> None:
     console.print(Panel("\n".join(lines), title="8b. The citation opens: the section, the quoted sentence between << >>"))
 
 
-def _scanned_page(api: ApiClient, staff: User) -> None:
+def _scanned_page(api: ApiClient, staff: User, confirm: bool = True) -> None:
     """A question answered from a page that reached Citadel as an image: OCR read it at ingestion."""
     if shutil.which("tesseract") is None:
         console.print("[yellow]3b. skipped: Tesseract is not installed (apt-get install tesseract-ocr), so the "
                       "scanned parking notice went to the dead-letter queue as ocr_failed[/yellow]")
         return
+    question = "How much does a staff parking permit cost per month?"
     scanned = _answer(api, "3b. A scanned page (no text layer), read by OCR at ingestion, answers with its page",
-                      staff, "How much does a staff parking permit cost per month?")
-    _expect(any(c.document_id == "parking-notice-scan" and c.page == 1 for c in scanned.citations),
-            f"the scanned notice was not cited with its page: {scanned.outcome}")
+                      staff, question)
+    if scanned.citations or confirm:
+        _expect(any(c.document_id == "parking-notice-scan" and c.page == 1 for c in scanned.citations),
+                f"the scanned notice was not cited with its page: {scanned.outcome}")
+        return
+    # Without confirmation (the test suite's hash embedder) the gate may refuse this marginal match; the
+    # OCR'd page must still be what retrieval finds, with its page.
+    passages = _show(api, "3b. (retrieval) the scanned page's text, found with its page", staff, question)
+    _expect(any(p.document_id == "parking-notice-scan" and p.page == 1 for p in passages),
+            "the scanned notice's OCR text was not retrieved with its page")
 
 
 def _running_example(api: ApiClient, sales: User) -> None:
