@@ -35,13 +35,9 @@ from collections import Counter
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-CORPORA = REPO.parent / "shared" / "data" / "corpora"
-TENANTS = {
-    "18f": "18f-handbook",
-    "civicactions": "civicactions-handbook",
-    "sourcegraph": "sourcegraph-handbook",
-    "github": "github-site-policy",
-}
+sys.path.insert(0, str(REPO))
+
+from benchmarks.ingest_handbooks import CORPORA, TENANTS  # noqa: E402  (the same four handbooks, one tenant each)
 GROUPS = ["staff"]
 MAX_DOCUMENT_ID = 128  # serving/http/protocol.py NAME_PATTERN
 ADMIN = "jobs-kill-admin"
@@ -61,7 +57,6 @@ def environment(home: Path, lease_s: float, embedder: str) -> dict[str, str]:
 def run_runner() -> None:
     """A child's work: the job runner of this home (CITADEL_* from the environment) until killed.
     It looks every jobs.poll_s (no idle backoff), as the deployment's runner actor does."""
-    sys.path.insert(0, str(REPO))
     from citadel.wiring import Wiring
 
     runner = Wiring().job_runner(idle_backoff=False)
@@ -211,7 +206,6 @@ def _file_outcome(job: dict) -> dict:
 def measure(home: Path, lease_s: float, embedder: str, per_tenant: int | None = None) -> dict:
     env = environment(home, lease_s, embedder)
     os.environ.update(env)
-    sys.path.insert(0, str(REPO))
     import httpx
 
     from citadel.config import load_config
