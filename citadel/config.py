@@ -76,6 +76,16 @@ class IndexConfig(_Section):
         7, ge=1, le=90, description="Queries a day are the mean over this many UTC days (today included): a tenant "
         "that stops being queried goes cold within the window."
     )
+    tier_day_s: float = Field(
+        86_400.0, ge=1, le=86_400, description="The tier policy's day in seconds: queries a day, the traffic "
+        "window and the minimum stay are counted in days of this length. A UTC day; tests shorten it to run "
+        "tier moves in seconds."
+    )
+    tier_check_interval_s: float = Field(
+        3_600.0, ge=0, description="How often each job runner (citadel/ingest/runner.py, between its jobs) "
+        "compacts the tenants whose tier the policy changes, as `citadel tiers --apply` does, so a tenant "
+        "that stops being queried moves cold without a publish. 0 turns the schedule off."
+    )
     traffic_flush_s: float = Field(
         30.0, gt=0, description="How often a serving process adds its per-tenant query counts to the catalog "
         "(one write per interval, off the query's path)."

@@ -512,7 +512,17 @@ class Wiring:
         migrate_legacy_uploads(self.config.home, self.catalog, self.objects)
         return JobRunner(self.catalog, self.objects, Engines(lambda progress: self.ingestor(progress), large),
                          self.config.jobs, self.config.home / "jobs", on_published=on_published,
-                         idle_backoff=idle_backoff)
+                         idle_backoff=idle_backoff, tier_moves=self.move_tiers,
+                         tier_check_interval_s=self.config.index.tier_check_interval_s)
+
+    def move_tiers(self, now: float) -> list:
+        """Compact the tenants whose tier the policy changes at `now` (citadel.segments.tiering
+        apply_tier_moves): `citadel tiers --apply` and every job runner's periodic check. Their reports."""
+        from citadel.segments.tiering import apply_tier_moves
+
+        ingestor = self.ingestor()
+        return apply_tier_moves(self.catalog, self.config.index, now,
+                                lambda tenant_id: ingestor.compact(tenant_id, only_if_tier_moves=True))
 
     def ingestor(self, progress=None) -> IngestEngine:
         """An in-process ingestion engine writing through this wiring's catalog and embedder."""

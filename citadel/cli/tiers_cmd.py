@@ -1,6 +1,7 @@
 """`citadel tiers`: each published tenant's tier, since when, its queries a day over the traffic window,
 and the tier the policy gives it now (citadel/segments/tiering.py); `--apply` compacts the tenants whose
-tier would change, which is where a move happens (run it from cron, e.g. nightly)."""
+tier would change, which is where a move happens. The job runners run the same every
+`index.tier_check_interval_s` (citadel/ingest/runner.py); `--apply` moves tenants now."""
 
 from __future__ import annotations
 
@@ -27,7 +28,7 @@ def tiers(apply: bool = typer.Option(False, "--apply", help="Compact the tenants
     runtime = Wiring(config_path=config)
     try:
         reviews = review_tiers(runtime.catalog, runtime.config.index, time.time())
-        moved = [runtime.ingestor().compact(r.tenant_id).tier for r in reviews if r.moves] if apply else []
+        moved = runtime.move_tiers(time.time()) if apply else []  # what the job runners run on their schedule
     finally:
         runtime.close()
     rows = [{"tenant_id": r.tenant_id, "chunks": r.chunks, "queries_per_day": round(r.queries_per_day, 1),

@@ -37,7 +37,7 @@ from citadel.ingest.steps import (
 from citadel.segments.build import chunks_to_table
 from citadel.segments.expunge import base_holds, stack_holds
 from citadel.segments.layout import prune_segments, tenant_root
-from citadel.segments.tiering import tier_standing
+from citadel.segments.tiering import review_tiers, tier_standing
 from citadel.types import validate_tenant_id
 
 Progress = Callable[[str, int, int], None]
@@ -148,12 +148,18 @@ class Ingestor:
             embedded.append(item)
         return embedded
 
-    def compact(self, tenant_id: str) -> JobReport:
-        """Rebuild the tenant's base segment from its live rows now: the delta and the tombstones go."""
+    def compact(self, tenant_id: str, only_if_tier_moves: bool = False) -> JobReport | None:
+        """Rebuild the tenant's base segment from its live rows now: the delta and the tombstones go.
+        `only_if_tier_moves` (scheduled tier moves, citadel.segments.tiering.apply_tier_moves): only if
+        the tier policy still moves the tenant once its lock is held, since every runner checks and
+        another may have moved it meanwhile; None when it did not."""
         validate_tenant_id(tenant_id)
         if self._catalog.published_segment(tenant_id) is None:
             raise NotFound(f"tenant {tenant_id!r} has nothing published to compact")
         with tenant_lock(self._config.partitions_dir, tenant_id):
+            if only_if_tier_moves and not any(
+                    review.moves for review in review_tiers(self._catalog, self._config.index, time.time(), [tenant_id])):
+                return None
             if self._model_changed(tenant_id):  # stored vectors of another model are never reused
                 return self._reembed_locked(tenant_id)
             report = JobReport(self._catalog.create_job(tenant_id, "compact"), tenant_id)

@@ -17,13 +17,19 @@ report), and finishes it through the lease:
   attempt after a publish finds the content published (`unchanged`) rather than adding chunks;
 - an attempt that raises is queued again until the job has had `jobs.max_attempts` runs; then it
   fails with the reason of its last one.
+Between jobs the loop also moves tiers: every `index.tier_check_interval_s` it runs `tier_moves`
+(citadel.segments.tiering.apply_tier_moves, what `citadel tiers --apply` runs), so a tenant that stops
+being queried moves cold, and one queried again moves back, without anyone publishing to it; never on a
+query's path. Every runner checks; the compaction decides again under the tenant's lock, so a tenant
+another runner moved meanwhile is not rebuilt twice.
 The loop is plain Python: the serving process runs it as a thread (`start`), a Ray cluster as one
-actor per deployment (serving/ray/job_runner.py).
+actor per deployment (indexing/job_runner.py).
 """
 
 from __future__ import annotations
 
 import logging
+import math
 import os
 import shutil
 import socket
@@ -174,11 +180,14 @@ class JobRunner:
     cached answers). `heartbeat`: renew the lease from a thread too while a job runs (off in tests
     that drive the clock). `idle_backoff`: look less often the longer the queue stays empty (the
     many embedded runners, which an upload in their own process wakes); off for the deployment's one
-    runner actor, which no upload wakes, so it looks every `jobs.poll_s`."""
+    runner actor, which no upload wakes, so it looks every `jobs.poll_s`. `tier_moves(now)`: moves
+    the tenants whose tier changes (module docstring), run every `tier_check_interval_s` (0: never),
+    the first one interval after the loop starts."""
 
     def __init__(self, catalog: JobLog, store: ObjectStore, engines: Engines, settings: JobsConfig, workdir: Path,
                  owner: str | None = None, clock: Callable[[], float] = time.time, heartbeat: bool = True,
-                 on_published: Callable[[str], None] | None = None, idle_backoff: bool = True):
+                 on_published: Callable[[str], None] | None = None, idle_backoff: bool = True,
+                 tier_moves: Callable[[float], Sequence[object]] | None = None, tier_check_interval_s: float = 0.0):
         self.catalog = catalog
         self.store = store
         self.engines = engines
@@ -189,6 +198,9 @@ class JobRunner:
         self.heartbeat = heartbeat
         self.on_published = on_published or (lambda tenant_id: None)
         self.idle_backoff = idle_backoff
+        self.tier_moves = tier_moves if tier_check_interval_s > 0 else None
+        self.tier_check_interval_s = tier_check_interval_s
+        self._next_tier_check = math.inf
         self._wake = threading.Event()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -226,7 +238,10 @@ class JobRunner:
         an upload in this process, looks at once and starts over); after failed claims it backs off up
         to MAX_BACKOFF_S."""
         failures, idle = 0, 0
+        if self.tier_moves is not None:
+            self._next_tier_check = self.clock() + self.tier_check_interval_s
         while not self._stop.is_set():
+            self._check_tiers_if_due()
             try:
                 ran = self.run_once()
                 failures = 0
@@ -237,10 +252,30 @@ class JobRunner:
             idle = 0 if ran is not None else (idle + 1 if self.idle_backoff else 1)
             if ran is None:
                 longest = MAX_BACKOFF_S if failures else max(self.settings.poll_s, self.settings.lease_s / 3)
-                woken = self._wake.wait(min(self.settings.poll_s * 2 ** min(failures + idle - 1, 16), longest))
+                backoff = min(self.settings.poll_s * 2 ** min(failures + idle - 1, 16), longest)
+                woken = self._wake.wait(max(0.0, min(backoff, self._next_tier_check - self.clock())))
                 self._wake.clear()
                 if woken:
                     idle = 0
+
+    def check_tiers(self) -> int:
+        """Move the tenants whose tier the policy changes now; how many moved (0 when tier moves are
+        off). A failure is logged, not raised: the next check tries again."""
+        if self.tier_moves is None:
+            return 0
+        try:
+            moved = len(self.tier_moves(self.clock()))
+        except Exception:
+            log.warning("job runner %s: the tier check failed; the next one tries again", self.owner, exc_info=True)
+            return 0
+        if moved:
+            log.info("job runner %s: moved %d tenants to their new tier", self.owner, moved)
+        return moved
+
+    def _check_tiers_if_due(self) -> None:
+        if self.clock() >= self._next_tier_check:
+            self.check_tiers()
+            self._next_tier_check = self.clock() + self.tier_check_interval_s
 
     def start(self) -> threading.Thread:
         """Run the loop on a daemon thread of this process (the embedded default)."""

@@ -71,7 +71,8 @@ class TrafficCounter:
         if not counts:
             return 0
         try:
-            self._traffic.record_queries(day_of(self._clock()), counts, self._config.tier_window_days)
+            self._traffic.record_queries(day_of(self._clock(), self._config.tier_day_s), counts,
+                                         self._config.tier_window_days)
         except CatalogUnavailable:
             log.warning("tier traffic not recorded (%d tenants): the catalog is unavailable; kept for the next "
                         "flush", len(counts))

@@ -16,23 +16,33 @@ Two rules keep tenants from flapping between tiers:
 A move happens only where a segment is built — a publish or a compaction — never on a query's path:
 the policy is read by `citadel.segments.compaction.plan_publish`, and a changed tier rebuilds the base.
 Queries per day come from the catalog's per-day counts (citadel/retrieval/traffic.py records them).
+
+What moves a tenant that nobody publishes to: `apply_tier_moves`, which compacts the tenants whose tier
+the policy changes; `citadel tiers --apply` runs it, and so does every job runner each
+`index.tier_check_interval_s` (citadel/ingest/runner.py), between its jobs.
+
+A "day" here is `index.tier_day_s` seconds (a UTC day, 86,400 s): queries a day, the traffic window and
+the minimum stay are all counted in it, so a test can run the whole policy in seconds.
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Callable, Sequence, TypeVar
 
 from citadel.catalog.base import TierEntry, TrafficLog
 from citadel.config import IndexConfig
 
 TINY, HOT, COLD = "tiny", "hot", "cold"
 SECONDS_PER_DAY = 86_400.0
+Report = TypeVar("Report")
 
 
-def day_of(epoch_s: float) -> int:
-    """The UTC day number of an instant (the catalog's traffic rows are keyed by it)."""
-    return int(epoch_s // SECONDS_PER_DAY)
+def day_of(epoch_s: float, day_s: float = SECONDS_PER_DAY) -> int:
+    """The day number of an instant, for days of `day_s` seconds (UTC days by default): the catalog's
+    traffic rows are keyed by it."""
+    return int(epoch_s // day_s)
 
 
 @dataclass(frozen=True)
@@ -65,7 +75,7 @@ def decide_tier(tenant_id: str, chunks: int, standing: TierStanding, config: Ind
         return wanted
     if current.tier == TINY:
         return wanted  # grown past tiny's margin: exact search over it would be slow, no minimum stay
-    stayed_days = (standing.now - current.entered_at) / SECONDS_PER_DAY
+    stayed_days = (standing.now - current.entered_at) / config.tier_day_s
     return wanted if stayed_days >= config.tier_min_stay_days else current.tier
 
 
@@ -90,15 +100,17 @@ def _past(value: float, threshold: float, above_now: bool, margin: float) -> boo
     return value >= threshold * ((1 - margin) if above_now else (1 + margin))
 
 
-def queries_per_day(traffic: TrafficLog, tenant_ids: list[str], now: float, window_days: int) -> dict[str, float]:
-    """Each tenant's mean queries a day over the `window_days` UTC days up to today (0 for none)."""
-    totals = traffic.queries_since(tenant_ids, day_of(now) - window_days + 1)
+def queries_per_day(traffic: TrafficLog, tenant_ids: list[str], now: float, window_days: int,
+                    day_s: float = SECONDS_PER_DAY) -> dict[str, float]:
+    """Each tenant's mean queries a day over the `window_days` days (of `day_s` seconds) up to today (0
+    for none)."""
+    totals = traffic.queries_since(tenant_ids, day_of(now, day_s) - window_days + 1)
     return {tenant_id: totals.get(tenant_id, 0) / window_days for tenant_id in tenant_ids}
 
 
 def tier_standing(traffic: TrafficLog, tenant_id: str, now: float, config: IndexConfig) -> TierStanding:
     """The tenant's standing from the catalog: its traffic over the window and its tier's entry."""
-    per_day = queries_per_day(traffic, [tenant_id], now, config.tier_window_days)[tenant_id]
+    per_day = queries_per_day(traffic, [tenant_id], now, config.tier_window_days, config.tier_day_s)[tenant_id]
     return TierStanding(per_day, traffic.tier_entries([tenant_id]).get(tenant_id), now)
 
 
@@ -119,12 +131,14 @@ class TierReview:
         return self.wanted != self.tier
 
 
-def review_tiers(catalog, config: IndexConfig, now: float) -> list[TierReview]:
-    """Every published tenant's standing and the tier the policy gives it (`catalog`: a Publisher and a
-    TrafficLog). Reading it moves nothing: a compaction of the tenants that `moves` does."""
-    published = [row for row in catalog.list_tenants() if row["segment_id"] is not None]
+def review_tiers(catalog, config: IndexConfig, now: float, only: Sequence[str] | None = None) -> list[TierReview]:
+    """Every published tenant's standing (or only those of `only`) and the tier the policy gives it
+    (`catalog`: a Publisher and a TrafficLog). Reading it moves nothing: a compaction of the tenants
+    that `moves` does (apply_tier_moves)."""
+    published = [row for row in catalog.list_tenants()
+                 if row["segment_id"] is not None and (only is None or row["tenant_id"] in only)]
     tenant_ids = [row["tenant_id"] for row in published]
-    rates = queries_per_day(catalog, tenant_ids, now, config.tier_window_days)
+    rates = queries_per_day(catalog, tenant_ids, now, config.tier_window_days, config.tier_day_s)
     entries = catalog.tier_entries(tenant_ids)
     reviews = []
     for row in published:
@@ -133,3 +147,18 @@ def review_tiers(catalog, config: IndexConfig, now: float) -> list[TierReview]:
         wanted = decide_tier(tenant_id, chunks, TierStanding(rates[tenant_id], current, now), config)
         reviews.append(TierReview(tenant_id, chunks, rates[tenant_id], current.tier, current.entered_at, wanted))
     return reviews
+
+
+def apply_tier_moves(catalog, config: IndexConfig, now: float,
+                     compact: Callable[[str], Report | None]) -> list[Report]:
+    """Move every tenant whose tier the policy changes now: `compact(tenant_id)` rebuilds its base, and
+    the build decides the tier again (the move happens there). `compact` should skip a tenant another
+    runner has moved meanwhile (citadel.ingest.local.Ingestor.compact's `only_if_tier_moves`) and
+    answer None then. Returns the reports of the compactions that ran."""
+    reports = []
+    for review in review_tiers(catalog, config, now):
+        if review.moves:
+            report = compact(review.tenant_id)
+            if report is not None:
+                reports.append(report)
+    return reports

@@ -241,3 +241,38 @@ def test_only_a_documents_own_raw_key_is_read_from_the_store():
     assert stored_version(TENANT, DOCUMENT, f"/srv/{key}") is None  # a path on disk stays a path
     assert stored_version(TENANT, DOCUMENT, key.replace("v3", "v0")) is None
     assert stored_version(TENANT, DOCUMENT, f"raw/{TENANT}/{DOCUMENT}/v3/notahash.md") is None
+
+
+def test_the_runner_moves_tiers_every_interval_between_jobs(world):
+    """`index.tier_check_interval_s`: the loop runs its tier moves one interval after it starts and every
+    interval after (on the runner's clock); 0 never."""
+    import time
+
+    config, catalog, store, embedder = world
+    clock, checks = SettableClock(1_000.0), []
+    settings = JobsConfig(lease_s=LEASE_S, poll_s=0.01)
+    runner = JobRunner(catalog, store, Engines(lambda progress: Ingestor(catalog, embedder, config)), settings,
+                       config.home / "jobs", clock=clock, heartbeat=False, idle_backoff=False,
+                       tier_moves=lambda now: checks.append(now) or [], tier_check_interval_s=60)
+
+    def checked(count: int) -> list[float]:
+        deadline = time.monotonic() + 5
+        while len(checks) < count and time.monotonic() < deadline:
+            time.sleep(0.01)
+        time.sleep(0.05)  # and no more than that
+        return checks
+
+    runner.start()
+    try:
+        assert checked(0) == []
+        clock.now += 60
+        assert checked(1) == [1_060.0]
+        clock.now += 59
+        assert checked(1) == [1_060.0]
+        clock.now += 1
+        assert checked(2) == [1_060.0, 1_120.0]
+    finally:
+        runner.stop()
+    off = JobRunner(catalog, store, Engines(lambda progress: Ingestor(catalog, embedder, config)), settings,
+                    config.home / "jobs", tier_moves=lambda now: checks.append(now) or [], tier_check_interval_s=0)
+    assert off.check_tiers() == 0 and len(checks) == 2
