@@ -1,4 +1,5 @@
-"""PNG plots of a plan: RAM per tier vs chunks, replicas vs QPS, latency vs load, the retry storm.
+"""PNG plots of a plan: RAM per tier vs chunks, replicas vs QPS, latency vs load, the retry storm,
+review queues and utilisation vs load (people beside machines).
 
 matplotlib with the Agg backend (no display); small figures at a low dpi, because the PNGs are
 committed to the repository.
@@ -16,7 +17,7 @@ import matplotlib.pyplot as plt  # noqa: E402  (the backend must be chosen first
 import numpy as np  # noqa: E402
 from matplotlib.ticker import MaxNLocator  # noqa: E402
 
-from capacity import sizing  # noqa: E402
+from capacity import reviewers, sizing  # noqa: E402
 from capacity.retrystorm import (  # noqa: E402
     attempts_from_retries,
     deadline_propagated_amplification,
@@ -208,6 +209,63 @@ def plot_retry_storm(workload: Workload, path: Path) -> Path:
     return _save(fig, path)
 
 
+def _load_axis_top(team_saturations: list[float], machine_saturations: list[float]) -> float:
+    """The plots' right edge: past every team's saturation point and the first machine's, at least 2x
+    (a machine further out is in the legend, with its multiplier)."""
+    finite = [m for m in team_saturations if m < sizing.MAX_LOAD_MULTIPLIER]
+    return max([2.0, *finite, min(machine_saturations, default=0.0)]) * 1.25
+
+
+def plot_people_vs_load(workload: Workload, path: Path) -> Path:
+    """Left: each team's mean queue wait vs the load multiplier. Right: teams' and machines'
+    utilisation (machines grown to the cluster's limits) vs the same; x marks where each reaches 1."""
+    people = reviewers.people_report(workload)
+    machines = people["machines"]
+    saturations = [t["saturation_multiplier"] for t in people["teams"].values()]
+    top = _load_axis_top(saturations, [m["at_limits"] for m in machines.values()])
+    loads = np.linspace(0.02, top, 400)
+    fig, (left, right) = plt.subplots(1, 2, figsize=(FIGSIZE[0] * 1.6, FIGSIZE[1]))
+    waits_seen = [0.0]
+    for team, colour in zip(workload.people.teams, plt.rcParams["axes.prop_cycle"].by_key()["color"] * 8):
+        waits = [reviewers.team_mean_wait_minutes(workload, team, m) for m in loads]
+        waits_seen += [w for w in waits if math.isfinite(w)]
+        saturation = people["teams"][team.name]["saturation_multiplier"]
+        left.plot(loads, waits, color=colour, label=f"{team.name} ({team.reviewers} reviewers)")
+        right.plot(loads, [reviewers.team_utilisation(workload, team, m) for m in loads], color=colour,
+                   label=f"{team.name}: {_multiplier_label(saturation)}")
+        if saturation < top:
+            left.axvline(saturation, color=colour, lw=0.8, ls=":")
+            right.plot([saturation], [1.0], "x", color=colour, ms=8, mew=2)
+    for (name, machine), style in zip(machines.items(), ("--", "-.", ":") * 4):
+        saturation = machine["at_limits"]
+        right.plot(loads, loads / saturation if saturation > 0 else np.full_like(loads, np.inf), style,
+                   color="black", lw=1, label=f"{name} ({machine['kind']}): {_multiplier_label(saturation)}")
+        if saturation < top:
+            right.plot([saturation], [1.0], "o", color="black", ms=5)
+    left.set_ylim(0, min(max(waits_seen) * 1.1, 60.0) or 1.0)
+    left.set_xlabel("load multiplier (x today's traffic)")
+    left.set_ylabel("mean queue wait (minutes, working hours)")
+    left.set_title("Review queues: M/M/c wait per team")
+    left.grid(True, alpha=0.3)
+    left.legend(fontsize=7)
+    right.axhline(1.0, color="red", lw=0.8, ls=":")
+    right.set_xlim(0, top)
+    right.set_ylim(0, 1.6)
+    right.set_xlabel("load multiplier (x today's traffic)")
+    right.set_ylabel("utilisation (1: the queue grows without bound)")
+    first = people["first_to_fall"]
+    right.set_title(f"First to fall behind: {first['name']} at {first['at_load_multiplier']:.2f}x" if first
+                    else "Utilisation vs load")
+    right.grid(True, alpha=0.3)
+    right.legend(fontsize=6, loc="lower right", title="queue unbounded at (machines at limits)",
+                 title_fontsize=6)
+    return _save(fig, path)
+
+
+def _multiplier_label(multiplier: float) -> str:
+    return f"{multiplier:.2f}x" if multiplier < sizing.MAX_LOAD_MULTIPLIER else "never (>1000x)"
+
+
 def write_plots(workload: Workload, directory: str | Path) -> list[Path]:
     """Write every plot of the plan into `directory`; returns the paths."""
     out = Path(directory)
@@ -217,4 +275,5 @@ def write_plots(workload: Workload, directory: str | Path) -> list[Path]:
         plot_replicas_vs_qps(workload, out / "capacity-replicas-vs-qps.png"),
         plot_latency_vs_load(workload, out / "capacity-latency-vs-load.png"),
         plot_retry_storm(workload, out / "capacity-retry-storm.png"),
+        plot_people_vs_load(workload, out / "capacity-people-vs-load.png"),
     ]

@@ -229,8 +229,17 @@ def generator_calls_per_question(workload: Workload) -> float:
     )
 
 
+def questions_per_day(workload: Workload, load_multiplier: float = 1.0) -> float:
+    return workload.traffic.questions_per_day * load_multiplier
+
+
+def agentic_runs_per_day(workload: Workload, load_multiplier: float = 1.0) -> float:
+    """Multi-step questions go the agentic path (DESIGN.md §10), the only one that proposes actions."""
+    return questions_per_day(workload, load_multiplier) * (1 - workload.traffic.simple_share)
+
+
 def peak_questions_per_s(workload: Workload, load_multiplier: float = 1.0) -> float:
-    return workload.traffic.questions_per_day * load_multiplier / SECONDS_PER_DAY * workload.traffic.peak_factor
+    return questions_per_day(workload, load_multiplier) / SECONDS_PER_DAY * workload.traffic.peak_factor
 
 
 def peak_searches_per_s(workload: Workload, load_multiplier: float = 1.0) -> float:
@@ -399,7 +408,7 @@ def replicas_per_shard_curve(workload: Workload, qps_values: list[float]) -> lis
 
 
 def generator_calls_per_day(workload: Workload, load_multiplier: float = 1.0) -> float:
-    return workload.traffic.questions_per_day * load_multiplier * generator_calls_per_question(workload)
+    return questions_per_day(workload, load_multiplier) * generator_calls_per_question(workload)
 
 
 def quota_tokens_per_call(workload: Workload) -> float:
@@ -512,11 +521,64 @@ def exhaustion_report(workload: Workload, tiers: TierSplit) -> dict:
     return {"first_to_run_out": first, "at_load_multiplier": headroom[first], "headroom_multiplier": headroom}
 
 
+# ---------------------------------------------------------------- where queues grow without bound
+
+
+def saturation_multiplier(capacity: float, busy_at_today: float) -> float:
+    """Multiple of today's load at which `busy` reaches `capacity` (utilisation 1, the queue grows
+    without bound). Busy work is linear in load, so it is their ratio; MAX_LOAD_MULTIPLIER for work
+    that never saturates (none offered), 0 for work with no capacity at all."""
+    if busy_at_today <= 0:
+        return MAX_LOAD_MULTIPLIER
+    return min(capacity / busy_at_today, MAX_LOAD_MULTIPLIER)
+
+
+def max_replicas_per_shard(workload: Workload, tiers: TierSplit) -> int:
+    """Most replicas each shard can have within the cluster's retriever cores and index RAM (every
+    replica holds a copy of its shard); 0 when even the configured copies do not fit the RAM."""
+    limits, retriever = workload.limits, workload.retriever
+    replicas = limits.retriever_cpu_cores // (retriever.concurrency_per_replica * shard_count(workload, tiers))
+    while replicas > 0 and ram_breakdown(workload, tiers, replicas)["total"] > limits.cluster_ram_bytes:
+        replicas -= 1
+    return replicas
+
+
+def machine_saturation_report(workload: Workload, tiers: TierSplit) -> dict[str, dict]:
+    """Per queueing resource, the load multiple at which it is 100% busy: `as_sized` with what this plan
+    sizes for today's load, `at_limits` grown as far as `limits` allow (replicas per shard by cores and
+    RAM, the GPUs there are). The comparable figure to a team's: people do not autoscale, replicas do.
+
+    Unlike `exhaustion_report` (planned at the target utilisation), this is where the queue itself
+    grows without bound; the busiest shard (imbalance) saturates first."""
+    replicas = replica_report(workload, tiers)
+    concurrency = workload.retriever.concurrency_per_replica
+    busy_slots = replicas["per_shard_searches_per_s"] * search_service_s(workload)
+    report = {
+        "retriever_replicas": {
+            "kind": "machine",
+            "as_sized": saturation_multiplier(replicas["per_shard"] * concurrency, busy_slots),
+            "at_limits": saturation_multiplier(max_replicas_per_shard(workload, tiers) * concurrency, busy_slots),
+        },
+    }
+    if workload.limits.query_gpus > 0:  # without GPUs queries embed on the retriever's CPUs
+        busy_gpus = query_gpu_busy(workload)
+        report["query_gpus"] = {
+            "kind": "machine",
+            "as_sized": saturation_multiplier(query_gpus_needed(workload), busy_gpus),
+            "at_limits": saturation_multiplier(workload.limits.query_gpus, busy_gpus),
+        }
+    quota = saturation_multiplier(workload.generator.quota_tokens_per_minute,
+                                  generator_tokens_per_minute_peak(workload))
+    report["generator_quota"] = {"kind": "provider quota", "as_sized": quota, "at_limits": quota}
+    return report
+
+
 # ---------------------------------------------------------------- the whole plan
 
 
 def build_plan(workload: Workload) -> dict:
-    """Every figure `plan` reports, as one JSON-able mapping."""
+    """Every machine figure `plan` reports, as one JSON-able mapping (the people beside them are
+    capacity/reviewers.py's `people_report`, built on the functions here)."""
     tiers = workload_tiers(workload)
     replicas = replica_report(workload, tiers)
     ram = ram_breakdown(workload, tiers, replicas["per_shard"])

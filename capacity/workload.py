@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 DType = Literal["float32", "float16", "int8"]
 BYTES_PER_DTYPE: dict[str, int] = {"float32": 4, "float16": 2, "int8": 1}
@@ -210,6 +210,77 @@ class LimitsSpec(_Spec):
     query_gpus: int = Field(4, ge=0, description="GPUs available to query embed + rerank.")
 
 
+class ReviewTeamSpec(_Spec):
+    """One team of people who decide approvals and review tasks (DESIGN.md §10, §11).
+
+    Volumes come from the workload's traffic: `questions_per_day` answers, of which the multi-step
+    share (1 - `simple_share`) are agentic runs, the only path that proposes actions. A team's
+    figures are all its reviewers together, across tenants.
+    """
+
+    name: str = Field("team", min_length=1, max_length=64,
+                      description="The approver or reviewer group, as tools.yaml names it (e.g. deal-desk).")
+    t2_approvals_per_run: float = Field(
+        0.0, ge=0, le=1, description="Share of agentic runs that ask this team to approve a T2 action (money "
+        "or hard to undo); each may get a honeypot twin at `people.honeypot_rate`.")
+    t1_audits_per_run: float = Field(
+        0.0, ge=0, le=1, description="Share of agentic runs whose T1 (reversible) write this team audits "
+        "later: T1 writes per run x the tool's audit_share (0.05 by default, citadel/tools/spec.py).")
+    failed_checks_per_question: float = Field(
+        0.0, ge=0, le=1, description="Share of questions whose answer or action fails a check only a person "
+        "settles (versions in conflict, a missing reference, an action out of scope) and waits for this team "
+        "(citadel/reviews/tasks.py).")
+    answer_audits_per_question: float = Field(
+        0.0, ge=0, le=1, description="Share of answers this team audits by hand (the quality plane's sampled "
+        "spot-checks and double labels).")
+    reviewers: int = Field(1, ge=0, le=100_000, description="People deciding this team's queue.")
+    hours_per_day: float = Field(
+        6.0, gt=0, le=24, description="Hours per day each reviewer gives to the queue; the day's decisions "
+        "are offered over these hours (what arrives outside them waits for the morning, not in the model).")
+    minutes_per_decision: float = Field(
+        5.0, gt=0, le=24 * 60, description="Mean minutes one decision takes a reviewer (reading, deciding, "
+        "writing a comment); measured from citadel_approval_decision_seconds minus the queue wait.")
+
+
+def _default_review_teams() -> list[ReviewTeamSpec]:
+    """Teams sized for the default traffic (2M questions/day, 800k agentic runs). ASSUMED, not measured:
+    shares chosen so each team's day is a plausible queue (Deal Desk ~400 discount approvals, the
+    examples/crm T2 tool's group; knowledge-owners, config's tools.review_group, the failed checks
+    no owner takes and the sampled answer audits), minutes from the work one decision is (a discount
+    against policy: 5; a contract conflict: 12). Replace them with your teams' own figures."""
+    return [
+        ReviewTeamSpec(name="deal-desk", t2_approvals_per_run=0.0005, reviewers=17, hours_per_day=6,
+                       minutes_per_decision=5),
+        ReviewTeamSpec(name="legal", t2_approvals_per_run=0.00005, failed_checks_per_question=0.00002,
+                       reviewers=20, hours_per_day=4, minutes_per_decision=12),
+        ReviewTeamSpec(name="finance", t2_approvals_per_run=0.0002, t1_audits_per_run=0.0004, reviewers=20,
+                       hours_per_day=5, minutes_per_decision=3),
+        ReviewTeamSpec(name="security", t2_approvals_per_run=0.00005, failed_checks_per_question=0.000005,
+                       reviewers=24, hours_per_day=2, minutes_per_decision=10),
+        ReviewTeamSpec(name="knowledge-owners", failed_checks_per_question=0.0001,
+                       answer_audits_per_question=0.0002, reviewers=80, hours_per_day=2, minutes_per_decision=4),
+    ]
+
+
+class PeopleSpec(_Spec):
+    """The people behind approvals and review tasks: what `plan` sizes beside the machines."""
+
+    honeypot_rate: float = Field(
+        0.01, ge=0, le=1, description="Share of T2 approvals that get a deliberately wrong twin, each one "
+        "more decision (DESIGN.md §10: about 1 in 100; tools.honeypot_rate).")
+    teams: list[ReviewTeamSpec] = Field(
+        default_factory=_default_review_teams, max_length=64,
+        description="Each approver or reviewer group; names must be unique.")
+
+    @field_validator("teams")
+    @classmethod
+    def _unique_names(cls, teams: list[ReviewTeamSpec]) -> list[ReviewTeamSpec]:
+        names = [team.name for team in teams]
+        if len(set(names)) != len(names):
+            raise ValueError(f"team names must be unique: {names}")
+        return teams
+
+
 class MeasuredRates(_Spec):
     """Rates measured by `capacity calibrate` on this machine; present ones override defaults."""
 
@@ -240,6 +311,7 @@ class Workload(_Spec):
     resilience: ResilienceSpec = ResilienceSpec()
     availability: AvailabilitySpec = AvailabilitySpec()
     limits: LimitsSpec = LimitsSpec()
+    people: PeopleSpec = PeopleSpec()
     measured: MeasuredRates = MeasuredRates()
 
 

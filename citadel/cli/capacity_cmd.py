@@ -69,14 +69,16 @@ def plan(
     rates: Optional[Path] = typer.Option(None, "--rates", exists=True, dir_okay=False,
                                          help="Rates measured by `calibrate`, replacing defaults."),
 ) -> None:
-    """Size a workload: RAM/SSD per tier, GPUs, replicas, tokens, cost, error budget, retry storm."""
+    """Size a workload: RAM/SSD per tier, GPUs, replicas, tokens, cost, error budget, retry storm, and
+    the people behind approvals and reviews."""
+    from capacity.reviewers import people_report
     from capacity.sizing import build_plan
     from capacity.workload import load_rates, load_workload, with_rates
 
     spec = load_workload(workload)
     if rates is not None:
         spec = with_rates(spec, load_rates(rates))
-    result = build_plan(spec)
+    result = build_plan(spec) | {"people": people_report(spec)}
     if plot is not None:
         from capacity.plots import write_plots
 
@@ -167,8 +169,53 @@ def _render_plan(p: dict) -> None:
     for name, multiplier in sorted(x["headroom_multiplier"].items(), key=lambda kv: kv[1]):
         runs_out.add_row(name, f"{multiplier:.2f}x" if multiplier < 1000 else "never (>1000x)")
     console.print(runs_out)
+    _render_people(p["people"])
     for path in p.get("plots", []):
         console.print(f"wrote {path}")
+
+
+def _times(multiplier: float) -> str:
+    return f"{multiplier:.2f}x" if multiplier < 1000 else "never (>1000x)"
+
+
+def _render_people(people: dict) -> None:
+    # Borderless, one space between columns: fits 80 columns when piped, as `simulate`'s table.
+    teams = Table(title="People: approvals and review tasks per team", box=None, padding=(0, 1),
+                  collapse_padding=True, pad_edge=False)
+    teams.add_column("team", no_wrap=True)
+    for column in ("approvals/d", "reviews/d", "people", "per h", "busy", "wait", "unbounded"):
+        teams.add_column(column, justify="right", no_wrap=True)
+    for name, team in sorted(people["teams"].items(), key=lambda kv: kv[1]["saturation_multiplier"]):
+        teams.add_row(name, _num(team["approvals_per_day"]), _num(team["review_tasks_per_day"]),
+                      str(team["reviewers"]), _num(team["decisions_per_working_hour"], 1),
+                      f"{team['utilisation']:.0%}" if math.isfinite(team["utilisation"]) else "-",
+                      _num(team["mean_queue_wait_minutes"], 1),
+                      _times(team["saturation_multiplier"]))
+    console.print(teams)
+    console.print("per h: decisions offered per working hour; busy: utilisation today;\n"
+                  "wait: mean minutes queued within working hours (Erlang C);\n"
+                  "unbounded: x today's load at which busy reaches 100%")
+    machines = Table(title="Beside the machines: 100% busy at x today's load", box=None, padding=(0, 1),
+                     collapse_padding=True, pad_edge=False)
+    machines.add_column("resource", no_wrap=True)
+    for column in ("kind", "as sized today", "grown to the limits"):
+        machines.add_column(column, justify="right", no_wrap=True)
+    for name, machine in sorted(people["machines"].items(), key=lambda kv: kv[1]["at_limits"]):
+        machines.add_row(name, machine["kind"], _times(machine["as_sized"]), _times(machine["at_limits"]))
+    console.print(machines)
+    first, team, machine = people["first_to_fall"], people["first_team"], people["first_machine"]
+    if first is not None:
+        console.print(f"First to fall behind: {first['name']} ({first['kind']}) at {_times(first['at_load_multiplier'])}.")
+    if team is not None and machine is not None:
+        order = "before" if people["team_before_machines"] else "after"
+        console.print(f"First team: {team['name']} at {_times(team['at_load_multiplier'])},\n"
+                      f"{order} the first machine grown to the limits: {machine['name']} at "
+                      f"{_times(machine['at_load_multiplier'])}.")
+    then = people["machines_when_first_team_saturates"]
+    if then is not None:
+        short = [name for name, need in then["needs"].items() if not need["fits"]]
+        console.print(f"At {_times(then['load_multiplier'])} the plan needs {then['retriever_replicas']} retriever "
+                      f"replicas; beyond the limits then: {', '.join(short) or 'nothing'}.")
 
 
 # ---------------------------------------------------------------- simulate

@@ -39,9 +39,25 @@ def test_plan_table_for_humans() -> None:
     assert "Index tiers" in result.output and "runs out first" in result.output
 
 
+def test_plan_sizes_the_people_beside_the_machines() -> None:
+    people = _json(["plan", "--workload", str(AGENTIC), "--json"])["people"]
+    deal_desk = people["teams"]["deal-desk"]
+    assert deal_desk["approvals_per_day"] == pytest.approx(400)  # 800k runs x 0.0005
+    assert deal_desk["review_tasks"]["honeypots"] == pytest.approx(4)
+    assert deal_desk["saturation_multiplier"] == pytest.approx(1 / deal_desk["utilisation"])
+    assert people["first_team"]["name"] == "deal-desk" and people["team_before_machines"]
+    assert {"retriever_replicas", "query_gpus", "generator_quota"} == set(people["machines"])
+    table = runner.invoke(app, ["plan", "--workload", str(REPO / "cluster" / "workloads" / "small-team.yaml")])
+    assert table.exit_code == 0, table.output
+    assert "People: approvals and review tasks per team" in table.output
+    assert "First team: knowledge-owners at 2.00x" in table.output
+    assert "First to fall behind: generator_quota (provider quota) at 1.54x" in table.output
+
+
 def test_plan_writes_pngs(tmp_path: Path) -> None:
     plan = _json(["plan", "--workload", str(AGENTIC), "--json", "--plot", str(tmp_path)])
-    assert len(plan["plots"]) == 4
+    assert len(plan["plots"]) == 5
+    assert any(path.endswith("capacity-people-vs-load.png") for path in plan["plots"])
     for path in plan["plots"]:
         assert Path(path).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
