@@ -615,6 +615,13 @@ class ServingConfig(_Section):
         50, ge=0, description="Further tenants labelled by name, first seen first; the rest share tenant=\"other\" "
         "(bounds the label's cardinality whatever tenants callers name)."
     )
+    metrics_multiprocess_dir: Optional[Path] = Field(
+        Path("run/metrics"), description="Serve: where every gateway replica process on a node writes its metrics "
+        "(prometheus_client's multiprocess mode, PROMETHEUS_MULTIPROC_DIR in the replicas' runtime_env), so "
+        "GET /metrics on any replica serves the sum over the node's replicas; relative to home. It must be a "
+        "directory local to the node (not the shared home of a multi-node cluster: cluster/gpu.yaml puts it under "
+        "/tmp); `citadel up` empties it when it deploys. None: each replica serves only its own registry. The "
+        "in-process app (no Serve) keeps its own registry either way.")
     haproxy_ingress: bool = Field(
         False, description="Serve's HAProxy ingress (RAY_SERVE_ENABLE_HA_PROXY) instead of its Python HTTP proxy."
     )
@@ -952,6 +959,12 @@ class CitadelConfig(_Section):
     @property
     def secrets_dir(self) -> Path:
         return self.home / "secrets"
+
+    @property
+    def metrics_multiprocess_path(self) -> Path | None:
+        """serving.metrics_multiprocess_dir, a relative one under the home (None: off)."""
+        chosen = self.serving.metrics_multiprocess_dir
+        return None if chosen is None else self.home / chosen
 
     @property
     def service_keys_path(self) -> Path:

@@ -45,6 +45,7 @@ from serving.ray.loopback import pin_replica_grpc_to_loopback
 from serving.ray.remote import (RemoteEmbedder, RemoteGenerator, RemoteOrchestrator, RemoteReranker, RemoteRetriever,
                                 adopted_deadline, bind_handles)
 from serving.services.compose import build_services
+from serving.services.metrics import MULTIPROCESS_ENV
 
 
 def _config(config_dict: dict) -> CitadelConfig:
@@ -248,6 +249,12 @@ class Gateway:
 def _remote_stages(config: CitadelConfig, handles: dict[str, Any], resilience: Resilience) -> Stages:
     """Proxies to the stage deployments in `handles`; with an "orchestrator" handle (the gateway's),
     runs are driven there. A run's call waits for the whole run: its deadline, then one request
+    def __del__(self):
+        """Serve's replica shutdown: this process's per-process gauges leave the node's metrics."""
+        services = getattr(self, "services", None)  # a constructor that failed built none
+        if services is not None:
+            services.metrics.process_ended()
+
     timeout for the answer's synthesis."""
     timeout_s = config.serving.request_timeout_s
     retrievers = {name: handles[name] for name in ("retriever", DEDICATED_RETRIEVERS) if name in handles}
@@ -322,9 +329,17 @@ def build_app_for(config: CitadelConfig) -> Application:
         return deployment.options(**options).bind(config_dict, *bind_args)
 
     if config.serving.topology == "fused":
-        return bound(Gateway, "fused")
+        return gateway("fused")
     embedder = bound(Embedder, "embedder")
     handles = {"embedder": embedder, "retriever": bound(Retriever, "retriever", embedder),
+    def gateway(name: str, *bind_args):
+        """The ingress, its replicas writing their metrics to the node's directory (ApiMetrics.from_config)."""
+        options = deployment_options(name, settings[name])
+        metrics_dir = config.metrics_multiprocess_path
+        if metrics_dir is not None:
+            options["ray_actor_options"]["runtime_env"] = {"env_vars": {MULTIPROCESS_ENV: str(metrics_dir)}}
+        return Gateway.options(**options).bind(config_dict, *bind_args)
+
                "generator": bound(Generator, "generator")}
     if config.answer.reranker != "none":
         handles["reranker"] = bound(Reranker, "reranker")
@@ -334,4 +349,4 @@ def build_app_for(config: CitadelConfig) -> Application:
                                      for tenant in dedicated_tenants(config)}
     # The orchestrator calls the stages, never itself; the gateway calls it too.
     handles["orchestrator"] = bound(Orchestrator, "orchestrator", dict(handles))
-    return bound(Gateway, "gateway", handles)
+    return gateway("gateway", handles)

@@ -4,20 +4,36 @@ The query service times every stage itself (the stages it runs in-process and th
 other deployments), so one replica's registry holds the whole request path; `GET /metrics`
 (serving/http/metrics.py) serves it to a metrics credential only.
 A registry per instance keeps test apps and benchmark runs from sharing counters.
+
+Under Serve a gateway has several replica processes and a scrape reaches one of them, so there the
+registry runs in prometheus_client's multiprocess mode (serving.metrics_multiprocess_dir: the Serve app
+sets PROMETHEUS_MULTIPROC_DIR in the gateway replicas' environment, serving/ray/app.py): every process
+writes its samples to files in one directory per node, and `/metrics` on any replica serves the node's
+sum (MultiProcessCollector: counters and histograms added up; the one gauge written per process, the
+breaker states, counted over live processes). The library does the cross-process part; what it cannot
+read, live objects, stays with the process that answers: the gauges read from a shared store at scrape
+time (the same in every replica) and, summed through counters instead, the retriever client's counts.
 The `tenant` label is bounded (TenantLabels): callers choose tenant ids, the operator chooses how
 many series exist.
 """
 
 from __future__ import annotations
 
+import glob
+import os
 import threading
-from typing import Iterable
+from pathlib import Path
+from typing import TYPE_CHECKING, Iterable
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client import values
+from prometheus_client.multiprocess import MultiProcessCollector, mark_process_dead
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
-from citadel.quality.signals import AnswerSignals
 from citadel.resilience.breaker import BreakerState
+
+if TYPE_CHECKING:  # the quality package is heavy to import, and the answers' signals only pass through here
+    from citadel.quality.signals import AnswerSignals
 
 OTHER_TENANTS = "other"
 DEFAULT_MAX_TENANTS = 50
@@ -51,14 +67,31 @@ MS_PER_S = 1000.0
 DECISION_BUCKETS_S = (1, 10, 30, 60, 300, 900, 1800, 3600, 7200, 14400, 28800, 86400, 172800, 604800, 2592000)
 HONEYPOT_OUTCOMES = ("caught", "missed", "expired")
 PROMPT_TOKEN_KINDS = ("cached", "uncached")
+# prometheus_client reads it once, when first imported: set in a process's environment before it starts.
+MULTIPROCESS_ENV = "PROMETHEUS_MULTIPROC_DIR"
+
+
+def multiprocess_dir() -> Path | None:
+    """The directory this process's metrics are written to, when prometheus_client runs in multiprocess
+    mode here (MULTIPROCESS_ENV was set when the process started: a gateway replica under Serve);
+    None: the metrics live in memory."""
+    path = os.environ.get(MULTIPROCESS_ENV)
+    return Path(path) if path and getattr(values.ValueClass, "_multiprocess", False) else None
 
 
 class ApiMetrics:
     content_type = CONTENT_TYPE_LATEST
 
-    def __init__(self, tenant_labels: TenantLabels | None = None) -> None:
+    def __init__(self, tenant_labels: TenantLabels | None = None, multiprocess_dir: Path | None = None) -> None:
+        """`multiprocess_dir`: this process writes its metrics there (it must be the process's own
+        MULTIPROCESS_ENV) and render() serves the sum over every process writing there."""
         self.tenant_label = tenant_labels or TenantLabels()
         self.registry = CollectorRegistry()
+        self._multiprocess_dir = multiprocess_dir
+        if multiprocess_dir is not None:
+            multiprocess_dir.mkdir(parents=True, exist_ok=True)  # before the first metric opens its file
+        # What a scrape reads: this registry, or the node's files plus the scrape-time collectors.
+        self._exposed = self.registry if multiprocess_dir is None else _node_registry(multiprocess_dir)
         r = self.registry
         self.stage_latency = Histogram("citadel_stage_latency_seconds", "Latency of one stage of a request.",
                                        ["stage"], buckets=LATENCY_BUCKETS_S, registry=r)
@@ -75,9 +108,11 @@ class ApiMetrics:
                                          ["tenant"], registry=r)
         self.breaker_transitions = Counter("citadel_breaker_transitions_total", "Breaker state changes.",
                                            ["breaker", "to"], registry=r)
+        # Per process; summed over a node's live replicas in multiprocess mode (replicas in that state).
         self.breaker_state = Gauge("citadel_breaker_state", "1 for each breaker's current state (closed, open, "
-                                   "half_open, recovering); a breaker that never changed state is closed and absent.",
-                                   ["breaker", "state"], registry=r)
+                                   "half_open, recovering); a breaker that never changed state is closed and absent. "
+                                   "Summed over a node's live gateway replicas when they share a metrics directory.",
+                                   ["breaker", "state"], registry=r, multiprocess_mode="livesum")
         self.answers = Counter("citadel_answers_total", "Single-shot answers by outcome: answered, not_confirmed, "
                                "refused, clarify (a clarifying question) or review_pending (held for a person).",
                                ["outcome"], registry=r)
@@ -107,17 +142,22 @@ class ApiMetrics:
                              ["tenant", "user"], registry=r)
         self._add_quality_signals(r)
         self._retrievers: list = []
-        r.register(_RetrieverCollector(self._retrievers))
+        self._retriever_counters: _RetrieverCounters | None = None
+        if multiprocess_dir is None:
+            r.register(_RetrieverCollector(self._retrievers))
+        else:  # a scrape-time read would show only the answering process's counts
+            self._retriever_counters = _RetrieverCounters(self._retrievers, r)
         self._catalogs: list = []
-        r.register(_DeadLetterCollector(self._catalogs, self.tenant_label))
-        r.register(_JobCollector(self._catalogs))
+        self._exposed.register(_DeadLetterCollector(self._catalogs, self.tenant_label))
+        self._exposed.register(_JobCollector(self._catalogs))
         self._pending_approvals: list = []
-        r.register(_PendingApprovalsCollector(self._pending_approvals))
+        self._exposed.register(_PendingApprovalsCollector(self._pending_approvals))
 
     @classmethod
     def from_config(cls, serving) -> "ApiMetrics":
-        """Metrics with the `tenant` label bounded as `serving` (the config section) says."""
-        return cls(TenantLabels(serving.metrics_tenant_labels, serving.metrics_max_tenants))
+        """Metrics with the `tenant` label bounded as `serving` (the config section) says, in this
+        process's multiprocess directory when it has one."""
+        return cls(TenantLabels(serving.metrics_tenant_labels, serving.metrics_max_tenants), multiprocess_dir())
 
     def _add_quality_signals(self, r: CollectorRegistry) -> None:
         """Signals without labels (DESIGN.md §11, citadel/quality/signals.py), read by the quality alerts
@@ -161,6 +201,8 @@ class ApiMetrics:
         self.requests.labels(endpoint, self.tenant_label(tenant), str(status)).inc()
         if seconds is not None:
             self.request_latency.labels(endpoint).observe(seconds)
+        if self._retriever_counters is not None:
+            self._retriever_counters.sync()  # the other replicas' scrapes see this one's counts by its files
 
     def charged(self, tenant: str, user: str, usd: float) -> None:
         if usd > 0:
@@ -220,7 +262,42 @@ class ApiMetrics:
             self.stage_latency.labels(stage.removesuffix("_ms")).observe(ms / MS_PER_S)
 
     def render(self) -> bytes:
-        return generate_latest(self.registry)
+        if self._multiprocess_dir is not None:
+            self._retriever_counters.sync()
+            forget_dead_processes(self._multiprocess_dir)
+        return generate_latest(self._exposed)
+
+    def process_ended(self) -> None:
+        """This process stops writing (a replica shutting down): its per-process gauges leave the sum
+        (its counters stay in it, so the node's totals never go back)."""
+        if self._multiprocess_dir is not None:
+            mark_process_dead(os.getpid(), str(self._multiprocess_dir))
+
+
+def _node_registry(directory: Path) -> CollectorRegistry:
+    """A registry reading the metrics every process wrote to `directory`, summed."""
+    registry = CollectorRegistry()
+    MultiProcessCollector(registry, path=str(directory))
+    return registry
+
+
+def forget_dead_processes(directory: Path) -> None:
+    """Drop the per-process gauges of processes on this node that ended without saying so (a replica
+    killed or crashed), as `process_ended` would have."""
+    for path in glob.glob(os.path.join(directory, "gauge_live*_*.db")):
+        pid = Path(path).stem.rsplit("_", 1)[-1]
+        if pid.isdigit() and not _running(int(pid)):
+            mark_process_dead(int(pid), str(directory))
+
+
+def _running(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # someone else's process: alive
+        return True
+    return True
 
 
 class _RetrieverCollector:
@@ -232,15 +309,46 @@ class _RetrieverCollector:
     def __init__(self, retrievers: list):
         self._retrievers = retrievers
 
+    @classmethod
+    def name_of(cls, key: str) -> str:
+        return cls.NAMES.get(key, f"citadel_retriever_{key}")
+
     def collect(self):
         totals: dict[str, int] = {}
         for retriever in self._retrievers:
             for key, value in retriever.stats().items():
                 totals[key] = totals.get(key, 0) + int(value)
         for key, value in totals.items():
-            family = CounterMetricFamily(self.NAMES.get(key, f"citadel_retriever_{key}"), f"Retriever client {key}.")
+            family = CounterMetricFamily(self.name_of(key), f"Retriever client {key}.")
             family.add_metric([], value)
             yield family
+
+
+class _RetrieverCounters:
+    """Multiprocess mode: the same counts as _RetrieverCollector, added to counters as the retriever
+    clients' cumulative `stats()` grow (on each request and each scrape), so they reach the node's files."""
+
+    def __init__(self, retrievers: list, registry: CollectorRegistry):
+        self._retrievers = retrievers
+        self._registry = registry
+        self._counters: dict[str, Counter] = {}
+        self._counted: dict[tuple[int, str], int] = {}
+        self._lock = threading.Lock()
+
+    def sync(self) -> None:
+        with self._lock:
+            for index, retriever in enumerate(self._retrievers):
+                for key, value in retriever.stats().items():
+                    grown = int(value) - self._counted.get((index, key), 0)
+                    if grown > 0:
+                        self._counter(key).inc(grown)
+                        self._counted[(index, key)] = int(value)
+
+    def _counter(self, key: str) -> Counter:
+        if key not in self._counters:
+            self._counters[key] = Counter(_RetrieverCollector.name_of(key), f"Retriever client {key}.",
+                                          registry=self._registry)
+        return self._counters[key]
 
 
 class _DeadLetterCollector:
