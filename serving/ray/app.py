@@ -245,16 +245,16 @@ class Gateway:
     def __serve_build_asgi_app__(self):
         return create_api(self.services)
 
-
-def _remote_stages(config: CitadelConfig, handles: dict[str, Any], resilience: Resilience) -> Stages:
-    """Proxies to the stage deployments in `handles`; with an "orchestrator" handle (the gateway's),
-    runs are driven there. A run's call waits for the whole run: its deadline, then one request
     def __del__(self):
         """Serve's replica shutdown: this process's per-process gauges leave the node's metrics."""
         services = getattr(self, "services", None)  # a constructor that failed built none
         if services is not None:
             services.metrics.process_ended()
 
+
+def _remote_stages(config: CitadelConfig, handles: dict[str, Any], resilience: Resilience) -> Stages:
+    """Proxies to the stage deployments in `handles`; with an "orchestrator" handle (the gateway's),
+    runs are driven there. A run's call waits for the whole run: its deadline, then one request
     timeout for the answer's synthesis."""
     timeout_s = config.serving.request_timeout_s
     retrievers = {name: handles[name] for name in ("retriever", DEDICATED_RETRIEVERS) if name in handles}
@@ -328,10 +328,6 @@ def build_app_for(config: CitadelConfig) -> Application:
             options["request_router_config"] = {"request_router_class": ROUTER_CLASS}
         return deployment.options(**options).bind(config_dict, *bind_args)
 
-    if config.serving.topology == "fused":
-        return gateway("fused")
-    embedder = bound(Embedder, "embedder")
-    handles = {"embedder": embedder, "retriever": bound(Retriever, "retriever", embedder),
     def gateway(name: str, *bind_args):
         """The ingress, its replicas writing their metrics to the node's directory (ApiMetrics.from_config)."""
         options = deployment_options(name, settings[name])
@@ -340,6 +336,10 @@ def build_app_for(config: CitadelConfig) -> Application:
             options["ray_actor_options"]["runtime_env"] = {"env_vars": {MULTIPROCESS_ENV: str(metrics_dir)}}
         return Gateway.options(**options).bind(config_dict, *bind_args)
 
+    if config.serving.topology == "fused":
+        return gateway("fused")
+    embedder = bound(Embedder, "embedder")
+    handles = {"embedder": embedder, "retriever": bound(Retriever, "retriever", embedder),
                "generator": bound(Generator, "generator")}
     if config.answer.reranker != "none":
         handles["reranker"] = bound(Reranker, "reranker")
