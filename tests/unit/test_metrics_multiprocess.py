@@ -80,3 +80,12 @@ def test_without_the_environment_the_metrics_stay_in_memory(tmp_path):
     assert _samples(metrics)[("citadel_requests_total",
                               (("endpoint", "retrieve"), ("status", "200"), ("tenant", "acme")))] == 1
     assert not list(tmp_path.iterdir())
+
+
+def test_the_cluster_config_keeps_the_metrics_files_off_the_shared_home():
+    """Memory-mapped files on a network filesystem would mix nodes; each pod writes to its own /tmp."""
+    from citadel.config import load_config
+
+    config = load_config(REPO / "cluster" / "gpu.yaml", environ={})
+    assert not config.metrics_multiprocess_path.is_relative_to(config.home)
+    assert config.metrics_multiprocess_path.is_relative_to("/tmp")
