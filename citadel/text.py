@@ -10,6 +10,7 @@ meet; the stripper only has to be consistent, not linguistically right.
 
 from __future__ import annotations
 
+import functools
 from pathlib import PurePath
 from typing import Callable
 
@@ -205,11 +206,32 @@ def words_of(text: str) -> list[str]:
 
 def content_terms(text: str) -> list[str]:
     """Stemmed, stopword-free terms of `text`, in order (with repeats)."""
-    return [stem(w) for w in words_of(text) if w not in STOPWORDS]
+    return list(_content_terms(text))
 
 
 def term_set(text: str) -> set[str]:
-    return set(content_terms(text))
+    return set(_content_terms(text))
+
+
+# The same passages come back for question after question (a tenant's popular sections), and each
+# answer reads their terms several times (gate, reader, evidence, validator): remembered, they cost
+# one analysis per passage instead of several per request. Long texts are analysed afresh, so the
+# cache holds at most TERMS_CACHE_ENTRIES texts of at most TERMS_CACHE_MAX_CHARS each.
+TERMS_CACHE_ENTRIES = 4096
+TERMS_CACHE_MAX_CHARS = 8192
+
+
+def _content_terms(text: str) -> tuple[str, ...]:
+    if len(text) > TERMS_CACHE_MAX_CHARS:
+        return _analysed(text)
+    return _remembered_terms(text)
+
+
+def _analysed(text: str) -> tuple[str, ...]:
+    return tuple(stem(w) for w in words_of(text) if w not in STOPWORDS)
+
+
+_remembered_terms = functools.lru_cache(maxsize=TERMS_CACHE_ENTRIES)(_analysed)
 
 
 def is_table_row(line: str) -> bool:

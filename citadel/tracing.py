@@ -22,6 +22,7 @@ passed it.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import logging
@@ -126,6 +127,7 @@ def set_span_masker(masker: PersonalDataMasker) -> None:
     """Mask span fields with `masker` from now on (the wiring's, which knows the catalog's users)."""
     global _masker
     _masker = masker
+    _screened.cache_clear()
 
 
 def configure_tracing(kind: str = "log", file: Path | None = None, otlp_endpoint: str | None = None,
@@ -236,8 +238,16 @@ def _safe(value):
     data masked. Cut to a few times the field's size before masking (a bounded cost), and to the
     field's size after it (so no cut leaves half an address unmasked)."""
     if isinstance(value, str):
-        return _masker.mask(redacted_text(value[:MASK_WINDOW_CHARS]))[:MAX_FIELD_CHARS]
+        return _screened(value[:MASK_WINDOW_CHARS])
     return value
+
+
+@functools.lru_cache(maxsize=2048)
+def _screened(text: str) -> str:
+    """A span field's text redacted and masked, remembered: each stage's span carries the same fields
+    (the question, the tenant), and the same chunk ids come back request after request. The masker
+    holds no state that changes, so a remembered result stays right until another masker is set."""
+    return _masker.mask(redacted_text(text))[:MAX_FIELD_CHARS]
 
 
 def _attribute(value):
