@@ -575,6 +575,10 @@ class ServingConfig(_Section):
         "at once with 503 `overloaded` and Retry-After.")
     admission_max_wait_s: float = Field(
         2.0, gt=0, description="Load shedding: the longest a request waits for a slot before its 503.")
+    admission_max_runs: int = Field(
+        16, ge=1, description="Load shedding of agentic runs: runs a gateway replica holds started and unfinished "
+        "(working, or waiting for one of its run workers); a message that would start one more is refused with 503 "
+        "`overloaded` and Retry-After, before anything is charged or recorded.")
     admission_retry_after_s: int = Field(
         1, ge=1, description="Load shedding: the Retry-After (seconds) a refused request carries.")
     embed_max_batch_size: int = Field(32, ge=1, description="@serve.batch size of the embedder.")

@@ -20,7 +20,8 @@ header dependencies: a route cannot refuse an anonymous 50 MB body unread. In or
 4. **Load shedding**: a user request that does work (a POST under `/v1/`, admin routes aside) takes one
    of `serving.admission_max_in_flight` slots of this replica for its whole life, or waits for one
    (at most `admission_max_waiting` wait, each at most `admission_max_wait_s`); beyond that it is
-   refused at once with 503 `overloaded` and `Retry-After`. Past its peak a replica serves fewer
+   refused at once with 503 `overloaded` and `Retry-After` — before steps 2 and 3, so that a refusal
+   costs the replica next to nothing (it reveals nothing either). Past its peak a replica serves fewer
    answers per second when given more at once (each holds a worker thread across its hops, and the
    processes fight for the cores), so the excess waits or is refused instead of joining.
 """
@@ -102,13 +103,18 @@ class Shedder:
         return cls(serving.admission_max_in_flight, serving.admission_max_waiting, serving.admission_max_wait_s,
                    serving.admission_retry_after_s)
 
+    def refuse_when_full(self) -> None:
+        """Overloaded at once when every slot is taken and the wait is full: checked before the request
+        is authenticated or its body read, so a refusal costs the replica next to nothing."""
+        if self._slots.locked() and self.waiting >= self._max_waiting:
+            raise self._refused()
+
     async def acquire(self) -> None:
         """A slot, or Overloaded (with its Retry-After) when none frees in time or too many wait."""
         if not self._slots.locked():
             await self._slots.acquire()
             return
-        if self.waiting >= self._max_waiting:
-            raise self._refused()
+        self.refuse_when_full()
         self.waiting += 1
         try:
             await asyncio.wait_for(self._slots.acquire(), self._max_wait_s)
@@ -151,6 +157,8 @@ class Admission:
         needs = _credential_needed(scope)
         shedder = self._shedder_of(scope) if sheds(scope, needs) else None
         try:
+            if shedder is not None:
+                shedder.refuse_when_full()
             self._authenticate(scope, needs, headers, state)
             body = await self._read_body(scope, headers, receive)
             if shedder is not None:

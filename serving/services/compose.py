@@ -119,7 +119,8 @@ def _runs_service(config: CitadelConfig, wiring: Wiring, metrics: ApiMetrics, in
     runs = RunsService(config.agent, wiring.run_store, wiring.conversation_memory, wiring.catalog,
                        wiring.orchestrator.drive, pool, metrics, charge=charge,
                        on_run_created=delegator.start_run if delegator is not None else None,
-                       candidates=candidates)
+                       candidates=candidates, max_runs=config.serving.admission_max_runs,
+                       retry_after_s=config.serving.admission_retry_after_s)
     if in_replica:
         _every(config.agent.lease_ttl_s, runs.adopt_orphans)
     return runs

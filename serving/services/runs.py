@@ -18,7 +18,7 @@ from typing import Any, Callable
 
 from citadel.catalog.base import Catalog
 from citadel.config import AgentConfig
-from citadel.errors import InvalidRequest, NotFound, PayloadTooLarge
+from citadel.errors import InvalidRequest, NotFound, Overloaded, PayloadTooLarge
 from citadel.agent.budget import PREPAID
 from citadel.agent.memory import ConversationMemory
 from citadel.agent.records import record_outcome, run_outcome
@@ -45,14 +45,16 @@ class RunsService:
                  drive: Callable[[str, str], Run], pool: Executor, metrics: ApiMetrics, owner: str | None = None,
                  charge: Callable[[Principal, str], int] | None = None,
                  on_run_created: Callable[[str, Principal, str | None], None] | None = None,
-                 candidates: CandidateQueue | None = None):
+                 candidates: CandidateQueue | None = None, max_runs: int | None = None, retry_after_s: int = 1):
         """`agent`: the message size bound; `drive(run_id, owner)` works a run to its end under its lease (the orchestrator's);
         `charge(principal, text)`: charges starting a run to the user's daily budget, like an answer
         (BudgetExhausted, a 429, when it would pass it), and returns the tokens it paid for; the
         run's records charge what they spend beyond that (citadel/agent/budget.py);
         `on_run_created(run_id, principal, user_context)`: called once a run exists and before it starts,
         so the tools' delegation is taken while the user's own context is fresh (citadel/tools/delegation.py);
-        `candidates`: where a thumbs-down with a reason is queued as a candidate test item (None: nowhere)."""
+        `candidates`: where a thumbs-down with a reason is queued as a candidate test item (None: nowhere);
+        `max_runs`: runs this process holds started and unfinished (working, or waiting for a worker) before
+        a message that would start one more is refused as Overloaded, with `retry_after_s` (None: no bound)."""
         self.candidates = candidates
         self._charge = charge
         self.on_run_created = on_run_created
@@ -67,6 +69,8 @@ class RunsService:
         self.owner = owner or f"replica-{uuid.uuid4().hex[:12]}"
         self._running: dict[str, Any] = {}
         self._lock = threading.Lock()
+        self._max_runs = max_runs
+        self._retry_after_s = retry_after_s
 
     # ------------------------------------------------------------------ conversations
     def create_conversation(self, caller: Caller) -> dict:
@@ -101,6 +105,7 @@ class RunsService:
         if not content.strip():
             raise InvalidRequest("the message is empty")
         self._own_conversation(caller, conversation_id)
+        self._refuse_when_full()  # before anything is charged or recorded: a refused message leaves no run
         principal = caller.principal
         prepaid = self._charge(principal, content) if self._charge is not None else 0  # before anything starts
         run = self.runs.create(Run(uuid.uuid4().hex, principal.tenant_id, principal.user_id, conversation_id,
@@ -175,7 +180,8 @@ class RunsService:
     # ------------------------------------------------------------------ running
     def adopt_orphans(self, limit: int = 20) -> list[str]:
         """Start the unfinished runs whose lease expired (their process died) or was never taken."""
-        adopted = [run_id for run_id in self.runs.orphans(limit) if self._start(run_id)]
+        limit = min(limit, self._room())
+        adopted = [run_id for run_id in self.runs.orphans(limit) if limit > 0 and self._start(run_id)]
         if adopted:
             log.warning("adopted %d orphaned run(s): %s", len(adopted), adopted)
         return adopted
@@ -192,6 +198,21 @@ class RunsService:
             futures = list(self._running.values())
         for future in futures:
             future.result(timeout_s)
+
+    def _room(self) -> int:
+        """Runs this process may still start (a large number when unbounded)."""
+        if self._max_runs is None:
+            return 1 << 30
+        with self._lock:
+            return max(0, self._max_runs - len(self._running))
+
+    def _refuse_when_full(self) -> None:
+        """Overloaded when this process already holds `max_runs` unfinished runs. Without the bound, past
+        the peak the pool's queue only grows: runs wait longer than their callers do, the callers start
+        new ones, and the workers spend the time on runs nobody reads any more."""
+        if self._room() <= 0:
+            raise Overloaded("too many runs are in progress here; retry after the delay in Retry-After",
+                             retry_after_s=self._retry_after_s)
 
     def _start(self, run_id: str) -> bool:
         with self._lock:

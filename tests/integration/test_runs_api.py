@@ -203,3 +203,39 @@ def test_the_next_turns_prompt_leaves_out_an_answer_whose_source_was_revoked(cli
     assert prompt["tokens"] <= prompt["max_tokens"] and prompt["parts"]["sources"]["kept"]
     messages = client.app.state.services.runs.conversations.messages(conversation)
     assert [m.role for m in messages] == ["user", "assistant", "user", "assistant"]  # each turn recorded once
+
+
+def test_a_message_beyond_the_replicas_run_bound_is_refused_and_leaves_no_run(client, home):
+    """Past `serving.admission_max_runs` unfinished runs a message is a 503 Overloaded with Retry-After,
+    refused before anything is charged or recorded; a finished run makes room again."""
+    import threading
+    from concurrent.futures import ThreadPoolExecutor
+
+    from citadel.errors import Overloaded
+    from serving.services.runs import RunsService
+
+    services = client.app.state.services
+    release, driven = threading.Event(), []
+
+    def drive(run_id, owner):  # a run that works until released
+        driven.append(run_id)
+        release.wait(30)
+        return services.runs.runs.get(run_id)
+
+    bounded = RunsService(services.config.agent, services.runs.runs, services.runs.memory, services.runs.catalog,
+                          drive, ThreadPoolExecutor(1), services.metrics, max_runs=1, retry_after_s=2)
+    headers = home.headers()
+    caller = services.access.caller(headers["authorization"], headers["x-citadel-user-context"])
+    conversation = bounded.create_conversation(caller)["conversation_id"]
+    first = bounded.post_message(caller, conversation, QUESTION)["run_id"]
+    orphans = set(services.runs.runs.orphans())
+    with pytest.raises(Overloaded) as refused:
+        bounded.post_message(caller, conversation, "And in Paris?")
+    assert refused.value.http_status == 503 and refused.value.retry_after_s == 2
+    assert set(services.runs.runs.orphans()) == orphans and first in orphans  # no second run recorded
+    assert bounded.adopt_orphans() == []  # adoption respects the bound too
+    release.set()
+    bounded.wait_for_runs(10)
+    assert driven == [first]
+    assert bounded.post_message(caller, conversation, "And in Paris?")["run_id"] != first  # room again
+    bounded.wait_for_runs(10)

@@ -60,11 +60,8 @@ class _Access:
         return SimpleNamespace(id="admin")
 
 
-def _app(release: asyncio.Event, started: list) -> FastAPI:
-    config = CitadelConfig()
-    config.serving.admission_max_in_flight = 1
-    config.serving.admission_max_waiting = 0
-    services = SimpleNamespace(access=_Access(), config=config)
+def _app(release: asyncio.Event, started: list, access=None) -> FastAPI:
+    services = SimpleNamespace(access=access or _Access(), config=_config(1, 0))
     app = FastAPI()
 
     @app.post("/v1/work")
@@ -130,3 +127,38 @@ def test_a_failing_route_gives_its_slot_back():
             assert (await client.post("/v1/boom", json={})).status_code == 500  # not 503: the slot was freed
 
     asyncio.run(scenario())
+
+
+def test_a_refusal_when_the_queue_is_full_comes_before_authentication_and_the_body():
+    async def scenario():
+        release, started = asyncio.Event(), []
+        checked = []
+        app = _app(release, started, _CountingAccess(checked))
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://t") as client:
+            holding = asyncio.create_task(client.post("/v1/work", json={}))
+            while not started:
+                await asyncio.sleep(0.001)
+            checked.clear()
+            refused = await client.post("/v1/work", content=b"x" * 10_000_000)  # over any body limit, unread
+            assert refused.status_code == 503 and refused.json()["error"]["code"] == "overloaded"
+            assert checked == []  # no credential was verified for it
+            release.set()
+            assert (await holding).status_code == 200
+
+    asyncio.run(scenario())
+
+
+class _CountingAccess(_Access):
+    def __init__(self, checked: list):
+        self.checked = checked
+
+    def caller(self, authorization, user_context):
+        self.checked.append(1)
+        return super().caller(authorization, user_context)
+
+
+def _config(in_flight: int, waiting: int) -> CitadelConfig:
+    config = CitadelConfig()
+    config.serving.admission_max_in_flight = in_flight
+    config.serving.admission_max_waiting = waiting
+    return config
