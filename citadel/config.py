@@ -528,15 +528,22 @@ def _over_defaults(defaults: dict[str, BaseModel], given: Any) -> Any:
     return merged
 
 
+INGRESS_DEPLOYMENTS = ("gateway", "fused")  # the deployments Serve's proxy sends HTTP requests to
+
+
 def _deployments() -> dict[str, DeploymentSettings]:
     # Chosen for a 2-core machine with 32 concurrent clients (DESIGN.md §5): the ingress and the
     # fused replica take many requests at once (they mostly wait on downstreams or run short CPU
     # work), the model stages batch, and the retriever scales out under load.
     return {
-        "gateway": DeploymentSettings(max_ongoing_requests=64, max_queued_requests=256, num_cpus=0.25),
+        # The ingress replicas' Serve limit sits far above the shedder's bound (serving.admission_*): every
+        # request reaches the shedder, which refuses the excess at once with Retry-After. At Serve's own
+        # limit the proxy would hold them instead, backing off while it probes the full replica, and
+        # the whole application idles (measured: the 160-user step fell to half its peak that way).
+        "gateway": DeploymentSettings(max_ongoing_requests=1024, max_queued_requests=256, num_cpus=0.25),
         # Two fused replicas, one torch thread each: on 2 cores this matched the in-process throughput
         # (56.7 vs 56.6 answers/s at 8 clients), where one replica with 2 threads reached 0.6x of it.
-        "fused": DeploymentSettings(min_replicas=2, max_replicas=2, max_ongoing_requests=64,
+        "fused": DeploymentSettings(min_replicas=2, max_replicas=2, max_ongoing_requests=1024,
                                     max_queued_requests=256, num_cpus=0.5),
         "embedder": DeploymentSettings(max_ongoing_requests=32, max_queued_requests=256, target_ongoing_requests=16),
         "retriever": DeploymentSettings(max_replicas=3, max_ongoing_requests=16, max_queued_requests=256,
@@ -649,6 +656,18 @@ class ServingConfig(_Section):
     @classmethod
     def _over_default_deployments(cls, value: Any) -> Any:
         return _over_defaults(_deployments(), value)
+
+    @model_validator(mode="after")
+    def _ingress_above_the_shedder(self) -> "ServingConfig":
+        bound = self.admission_max_in_flight + self.admission_max_waiting
+        for name in INGRESS_DEPLOYMENTS:
+            settings = self.deployments.get(name)
+            if settings is not None and settings.max_ongoing_requests <= bound:
+                raise ValueError(
+                    f"serving.deployments.{name}.max_ongoing_requests ({settings.max_ongoing_requests}) must exceed "
+                    f"admission_max_in_flight + admission_max_waiting ({bound}): the shedder refuses the excess with "
+                    "Retry-After, where Serve's proxy would hold it and idle")
+        return self
 
     @field_validator("metrics_tokens_sha256")
     @classmethod

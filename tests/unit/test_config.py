@@ -37,3 +37,17 @@ def test_nested_mapping_from_env():
 def test_bad_values_are_refused(env):
     with pytest.raises(ValidationError):
         load_config(environ=env)
+
+
+def test_an_ingress_limit_at_or_below_the_shedders_bound_is_refused():
+    """Serve's proxy must hand every request to the shedder: at the ingress replica's own limit it holds
+    them and backs off instead, so the limit has to sit above in-flight + waiting."""
+    from citadel.config import CitadelConfig
+
+    for name in ("gateway", "fused"):
+        with pytest.raises(ValidationError, match=f"deployments.{name}.max_ongoing_requests"):
+            CitadelConfig(serving={"admission_max_in_flight": 8, "admission_max_waiting": 8,
+                                   "deployments": {name: {"max_ongoing_requests": 16}}})
+    config = CitadelConfig(serving={"admission_max_in_flight": 8, "admission_max_waiting": 8,
+                                    "deployments": {"gateway": {"max_ongoing_requests": 17}}})
+    assert config.serving.deployments["gateway"].max_ongoing_requests == 17
