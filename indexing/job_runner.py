@@ -9,18 +9,30 @@ needs a connected Ray driver. `deployment_job_runner(config)` is how a deploymen
 serving/ray/local.py): the actor for the block, with `jobs.embedded_runner` off in the config the serving
 processes get, so one kind of runner works the queue; leaving the block stops the actor (detached, it
 would outlive the driver, e.g. on a cluster `citadel up --address` joined).
+
+Where no CLI drives the deployment (a KubeRay RayService, `serve deploy` of a Serve config) the Serve
+config runs a second application, `citadel-jobs` (`import_path: indexing.job_runner:build_app`, no
+route): its one `job-runner` replica gets or starts the same named actor, and its health check starts it
+again should it be gone, so that deployment too has exactly one runner. (The gateway cannot start it:
+serving never imports indexing.) The Citadel config the serving app gets must then have
+`jobs.embedded_runner` off (cluster/gpu.yaml), as `citadel up` turns it off for its serving processes.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 import ray
+from ray import serve
+from ray.exceptions import RayActorError
+from ray.serve import Application
 
-from citadel.config import CitadelConfig
+from citadel.config import CitadelConfig, load_config
 from citadel.ingest.runner import Progress
 from citadel.state.base import StateUnavailable
 from citadel.wiring import Wiring
@@ -33,6 +45,10 @@ ACTOR_CPUS = 0.25
 # How long a deployment waits for its runner to come up, and for it to stop between jobs.
 READY_TIMEOUT_S = 120.0
 STOP_TIMEOUT_S = 10.0
+# The Serve application that keeps the runner where no CLI starts it (module docstring).
+JOBS_APP_NAME = "citadel-jobs"
+KEEPER_DEPLOYMENT = "job-runner"
+HEALTH_TIMEOUT_S = 30.0
 log = logging.getLogger(__name__)
 
 
@@ -98,3 +114,39 @@ def deployment_job_runner(config: CitadelConfig, ready_timeout_s: float = READY_
         yield serving
     finally:
         stop_job_runner(actor)
+
+
+@serve.deployment(name=KEEPER_DEPLOYMENT, num_replicas=1, ray_actor_options={"num_cpus": 0})
+class JobRunnerKeeper:
+    """The `citadel-jobs` app's one replica: it holds the deployment's runner actor (started if none
+    runs) and answers Serve's health checks for it, so a runner gone for good (killed without restart)
+    is started again. It takes no requests; the runner claims its jobs from the catalog."""
+
+    def __init__(self, config: dict[str, Any]):
+        self._config = CitadelConfig.model_validate(config)
+        self._actor = start_job_runner(self._config)
+        ray.get(self._actor.owner.remote(), timeout=READY_TIMEOUT_S)  # a runner that cannot start fails the deploy
+
+    async def check_health(self) -> None:
+        try:
+            await asyncio.wait_for(self._actor.owner.remote(), HEALTH_TIMEOUT_S)
+        except RayActorError:
+            log.warning("the job runner actor is gone; starting it again")
+            self._actor = start_job_runner(self._config)
+            await asyncio.wait_for(self._actor.owner.remote(), READY_TIMEOUT_S)
+
+    async def owner(self) -> str:
+        """The lease owner id of the runner this replica keeps."""
+        return await self._actor.owner.remote()
+
+
+def build_app(args: dict[str, Any] | None = None) -> Application:
+    """The Serve config's entry point for `citadel-jobs`: `args.config`, the Citadel config YAML (else
+    CITADEL_CONFIG), as the serving app's."""
+    config = load_config((args or {}).get("config"))
+    config.home = Path(config.home).resolve()  # the actor does not share our working directory
+    return build_app_for(config)
+
+
+def build_app_for(config: CitadelConfig) -> Application:
+    return JobRunnerKeeper.bind(config.model_dump(mode="json"))

@@ -65,6 +65,12 @@ class PartitionCache:
         with self._lock:
             return sorted({tenant_id for tenant_id, _ in self._loaded})
 
+    def tiers(self) -> dict[str, str]:
+        """The tier each held tenant's partition was built in (one partition per tenant: a new pointer's
+        load drops the old one), so an operator sees a tier move reach the replicas."""
+        with self._lock:
+            return {tenant_id: partition.tier for (tenant_id, _), partition in self._loaded.items()}
+
     def evict(self, tenant_id: str) -> int:
         """Forget every loaded segment of a tenant (a multiplexing LRU let it go). Safe to call
         twice or for a tenant never loaded; returns how many segments were dropped."""

@@ -161,6 +161,10 @@ class Retriever:
         """The tenants whose partitions this replica holds now (which deployment serves whom)."""
         return self._partitions.tenants()
 
+    def tiers(self) -> dict[str, str]:
+        """The tier of each partition this replica holds now (a tier move reaches it at the next query)."""
+        return self._partitions.tiers()
+
     def _retrieve(self, principal, query: str, top_k: int | None, request_id: str | None,
                   deadline_epoch: float | None):
         with deadline_scope(adopted_deadline(deadline_epoch)):  # the gateway's deadline bounds our hops too

@@ -13,6 +13,9 @@
   secrets from a Secret, the RayService embeds cluster/serve/gpu-split.yaml and the plain
   RayCluster has the same spec.
 - The local Serve config binds 127.0.0.1 (DESIGN.md §8).
+- The GPU Serve configs (the RayService's too) run a second app, `citadel-jobs`, which keeps the
+  deployment's one job runner actor (indexing/job_runner.py) where no CLI starts it, with the gateways'
+  runner threads off in the Citadel config they share.
 Paths are resolved from the repo root, so the tests do not depend on the working directory.
 Nothing here starts Ray.
 """
@@ -39,6 +42,7 @@ RAYCLUSTER = CLUSTER / "kuberay" / "raycluster.yaml"
 
 GPU = "nvidia.com/gpu"
 IMPORT_PATH = "serving.ray.app:build_app"
+JOBS_IMPORT_PATH = "indexing.job_runner:build_app"
 SPLIT_STAGES = {"gateway", "embedder", "retriever", "generator", "orchestrator"}
 GPU_STAGES = {"embedder", "reranker", "generator"}
 SECRET_ENV = {"CITADEL_REDIS_URL"}
@@ -86,9 +90,15 @@ def _app_config(app: dict) -> CitadelConfig:
 
 
 def _apps(name: str) -> list[dict]:
-    apps = SERVE_CONFIGS[name]()["applications"]
+    """The serving apps of a Serve config (serving.ray.app:build_app), not its citadel-jobs app."""
+    apps = [app for app in SERVE_CONFIGS[name]()["applications"] if app["import_path"] == IMPORT_PATH]
     assert apps, f"{name}: no applications"
     return apps
+
+
+def _the_app(serve: dict, name: str = "citadel") -> dict:
+    (app,) = [app for app in serve["applications"] if app["name"] == name]
+    return app
 
 
 def expected_deployments(config: CitadelConfig) -> set[str]:
@@ -149,8 +159,13 @@ def clean_env(monkeypatch):
 def test_serve_config_validates_against_serve_schema(name):
     schema = pytest.importorskip("ray.serve.schema")
     parsed = schema.ServeDeploySchema.model_validate(SERVE_CONFIGS[name]())
-    assert [app.name for app in parsed.applications] == ["citadel"]
+    names = [app.name for app in parsed.applications]
+    assert names == (["citadel"] if name == "local" else ["citadel", "citadel-jobs"])
     for app in parsed.applications:
+        if app.name == "citadel-jobs":  # no HTTP route; the Citadel config of the serving app
+            assert (app.route_prefix, app.import_path) == (None, JOBS_IMPORT_PATH)
+            assert app.args == {"config": parsed.applications[0].args["config"]}
+            continue
         assert app.route_prefix == "/"
         assert app.import_path == IMPORT_PATH
         assert set(app.args) <= {"config", "topology"}
@@ -187,8 +202,9 @@ def test_gpu_citadel_config_is_split_with_gpu_models():
     assert config.answer.cross_encoder_dir is not None
     assert config.answer.cross_encoder_dir.is_relative_to("/models")
     assert config.answer.generator in ("openai_compatible", "local_llm")
+    assert not config.jobs.embedded_runner  # the citadel-jobs app's runner actor works the queue
     serve = _yaml(GPU_SERVE)
-    (app,) = serve["applications"]
+    app = _the_app(serve)
     assert app["args"] == {"config": "cluster/gpu.yaml", "topology": "split"}
     assert serve["http_options"]["port"] == config.serving.port
 
@@ -225,6 +241,19 @@ def test_builder_makes_the_expected_deployments(name, clean_env):
     assert not ray.is_initialized()
 
 
+def test_the_jobs_app_builds_one_job_runner_replica(clean_env):
+    ray = pytest.importorskip("ray")
+    built_app = pytest.importorskip("ray.serve._private.build_app")
+    from indexing.job_runner import JOBS_APP_NAME, KEEPER_DEPLOYMENT, build_app
+
+    app = _the_app(_yaml(GPU_SERVE), JOBS_APP_NAME)
+    built = built_app.build_app(build_app({"config": str(REPO / app["args"]["config"])}), name=app["name"])
+    (keeper,) = built.deployments
+    assert (keeper.name, keeper.num_replicas, built.ingress_deployment_name) == (KEEPER_DEPLOYMENT, 1, KEEPER_DEPLOYMENT)
+    assert keeper.ray_actor_options["num_cpus"] == 0  # the runner actor reserves its own CPU share
+    assert not ray.is_initialized()
+
+
 @pytest.mark.parametrize("name", sorted(SERVE_CONFIGS))
 def test_deployment_overrides_equal_the_builder_options(name):
     """Serve applies these over the builder's options (its value wins; ray_actor_options and
@@ -245,7 +274,7 @@ def test_gpu_shares_agree_and_fit_a_gpu_worker():
     config = _citadel(GPU_CITADEL)
     built = expected_deployments(config)
     from_citadel = {n: s.num_gpus for n, s in config.serving.deployments.items() if n in built and s.num_gpus > 0}
-    (app,) = _yaml(GPU_SERVE)["applications"]
+    app = _the_app(_yaml(GPU_SERVE))
     from_serve = {e["name"]: e["ray_actor_options"]["num_gpus"] for e in app["deployments"]
                   if (e.get("ray_actor_options") or {}).get("num_gpus", 0) > 0}
     assert set(from_citadel) == GPU_STAGES
@@ -323,7 +352,7 @@ def test_only_the_gpu_group_requests_gpus(cluster_name):
 @pytest.mark.parametrize("cluster_name", ["rayservice", "raycluster"])
 def test_every_pod_shares_home_config_and_secrets(cluster_name):
     config = _citadel(GPU_CITADEL)
-    (app,) = _yaml(GPU_SERVE)["applications"]
+    app = _the_app(_yaml(GPU_SERVE))
     paths = {path: _docs(path) for path in (RAYSERVICE, RAYCLUSTER)}
     claims = {d["metadata"]["name"]: d for docs in paths.values() for d in docs if d["kind"] == "PersistentVolumeClaim"}
 

@@ -1,8 +1,11 @@
 """Big tenants on retriever deployments of their own (serving/ray/dedicated.py, issue 30 item 6).
 
 The built application is inspected without starting Ray (Serve's own graph walk, as
-test_cluster_configs does); one test deploys the split app on a local Ray and shows a big tenant's
-retrieval served by its own deployment and a small tenant's by the shared one.
+test_cluster_configs does). Two tests share one local Ray running the split app and the citadel-jobs app
+(the deployment's runner actor, as a KubeRay RayService runs it): a big tenant's retrieval is served by
+its own deployment and a small tenant's by the shared one; and the small tenant moves tier by its HTTP
+traffic alone (citadel/segments/tiering.py, with days of seconds): cold a window after its last query,
+hot again when queries return, moved by the runner's periodic check (issue 30 item 6's acceptance).
 """
 
 from __future__ import annotations
@@ -77,29 +80,99 @@ def test_the_routed_handle_sends_a_dedicated_tenant_to_its_deployment():
     assert retriever_handle({"retriever": handles["retriever"], DEDICATED_RETRIEVERS: {}}) is handles["retriever"]
 
 
-@pytest.mark.ray
-@pytest.mark.slow
-def test_a_big_tenants_retrieval_is_served_by_its_own_deployment(split_home):
+# The tier policy run in seconds on the cluster: days of 2 s, a 2-day window, a 1-day stay, a check every
+# 0.5 s, traffic flushed as it comes. Northwind (small) moves by its traffic; Acme is pinned where it is.
+TIER_DAY_S = 2.0
+TIERS = {"tier_day_s": TIER_DAY_S, "tier_window_days": 2, "tier_min_stay_days": 1.0, "tier_check_interval_s": 0.5,
+         "hot_min_queries_per_day": 1.0, "tiny_max_chunks": 0, "hot_min_chunks": 0, "traffic_flush_s": 0.1,
+         "tier_overrides": {"acme": "tiny"}}
+
+
+@pytest.fixture(scope="module")
+def cluster(split_home):
+    """The split app and the citadel-jobs app (the deployment's runner actor, as a KubeRay RayService
+    runs them: indexing/job_runner.py build_app) on one local Ray for the module; yields an HTTP client."""
     from ray import serve
 
     from cluster.ray_local import local_ray
-    from serving.ray.local import APP_NAME, deploy
+    from indexing.job_runner import JOBS_APP_NAME, build_app_for as jobs_app
+    from serving.ray.local import deploy
 
-    config = split_home.config
+    config = split_home.config.model_copy(deep=True)
     config.serving.port = _free_port()
     config.ingest_pipeline.ray_num_cpus = 2
+    for field, value in TIERS.items():
+        setattr(config.index, field, value)
+    config.jobs.embedded_runner = False  # the runner actor alone works the queue and moves tiers
     with local_ray(config.ingest_pipeline):
         try:
-            client = httpx.Client(base_url=deploy(config), timeout=60.0)
-            for tenant, group in (("acme", "staff"), ("northwind", "sales")):
-                headers = split_home.headers(tenant=tenant, user=f"u-{tenant}", groups=(group,))
-                response = client.post("/v1/retrieve", json={"query": "discount hotel policy"}, headers=headers)
-                assert response.status_code == 200 and response.json()["passages"], response.text
-
-            def held(deployment: str) -> list[str]:
-                return serve.get_deployment_handle(deployment, APP_NAME).tenants.remote().result(timeout_s=30)
-
-            assert held("retriever-acme") == ["acme"]
-            assert held("retriever") == ["northwind"]  # one replica: the shared one never loaded Acme
+            url = deploy(config)  # starts Serve on our port; the jobs app then joins it
+            serve.run(jobs_app(config), name=JOBS_APP_NAME, route_prefix=None)
+            with httpx.Client(base_url=url, timeout=60.0) as client:
+                yield client
         finally:
             serve.shutdown()
+
+
+def _held(deployment: str, method: str = "tenants"):
+    from ray import serve
+
+    from serving.ray.local import APP_NAME
+
+    return getattr(serve.get_deployment_handle(deployment, APP_NAME), method).remote().result(timeout_s=30)
+
+
+@pytest.mark.ray
+@pytest.mark.slow
+def test_a_big_tenants_retrieval_is_served_by_its_own_deployment(split_home, cluster):
+    for tenant, group in (("acme", "staff"), ("northwind", "sales")):
+        headers = split_home.headers(tenant=tenant, user=f"u-{tenant}", groups=(group,))
+        response = cluster.post("/v1/retrieve", json={"query": "discount hotel policy"}, headers=headers)
+        assert response.status_code == 200 and response.json()["passages"], response.text
+    assert _held("retriever-acme") == ["acme"]
+    assert _held("retriever") == ["northwind"]  # one replica: the shared one never loaded Acme
+
+
+@pytest.mark.ray
+@pytest.mark.slow
+def test_a_quiet_tenant_moves_cold_after_its_window_and_back_hot_with_traffic(split_home, cluster):
+    """The runner actor's periodic check (index.tier_check_interval_s) moves Northwind by its HTTP traffic,
+    with no publish: hot while queried, cold a window after its last query, hot again once queried, and
+    every retrieval answers, from the partition of the tier the catalog names."""
+    import time
+
+    from citadel.catalog.sqlite import SQLiteCatalog
+
+    catalog = SQLiteCatalog(split_home.config.catalog_path)
+    headers = split_home.headers(tenant="northwind", user="u-northwind", groups=("sales",))
+
+    def retrieve() -> None:
+        response = cluster.post("/v1/retrieve", json={"query": "discount hotel policy"}, headers=headers)
+        assert response.status_code == 200 and response.json()["passages"], response.text
+
+    def tier() -> str:
+        return catalog.tier_entries(["northwind"])["northwind"].tier
+
+    def queried_until_hot() -> None:
+        deadline = time.monotonic() + 60
+        while tier() != "hot":
+            assert time.monotonic() < deadline, "a queried tenant never moved hot"
+            retrieve()
+            time.sleep(0.25)
+        retrieve()  # served from the hot partition now
+        assert _held("retriever", "tiers") == {"northwind": "hot"}
+
+    try:
+        queried_until_hot()
+        last_query, hot_at = time.time(), catalog.tier_entries(["northwind"])["northwind"].entered_at
+        deadline = time.monotonic() + 60
+        while tier() != "cold":  # no traffic: the window empties, the check moves it
+            assert time.monotonic() < deadline, "a tenant nobody queries never moved cold"
+            time.sleep(0.1)
+        cold_at = catalog.tier_entries(["northwind"])["northwind"].entered_at
+        assert cold_at > last_query and cold_at - hot_at >= TIER_DAY_S  # after the traffic, and the 1-day stay
+        retrieve()  # still answers, from the cold (DiskANN) partition
+        assert _held("retriever", "tiers") == {"northwind": "cold"}
+        queried_until_hot()  # traffic returns
+    finally:
+        catalog.close()
