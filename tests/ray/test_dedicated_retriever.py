@@ -141,8 +141,15 @@ def test_a_quiet_tenant_moves_cold_after_its_window_and_back_hot_with_traffic(sp
     every retrieval answers, from the partition of the tier the catalog names."""
     import time
 
-    from citadel.catalog.sqlite import SQLiteCatalog
+    import ray
+    from ray import serve
 
+    from citadel.catalog.sqlite import SQLiteCatalog
+    from indexing.job_runner import ACTOR_NAME, ACTOR_NAMESPACE, JOBS_APP_NAME, KEEPER_DEPLOYMENT
+
+    # The moves below are the deployment's one runner actor's, the one the citadel-jobs app keeps.
+    kept = serve.get_deployment_handle(KEEPER_DEPLOYMENT, JOBS_APP_NAME).owner.remote().result(timeout_s=30)
+    assert kept == ray.get(ray.get_actor(ACTOR_NAME, namespace=ACTOR_NAMESPACE).owner.remote(), timeout=30)
     catalog = SQLiteCatalog(split_home.config.catalog_path)
     headers = split_home.headers(tenant="northwind", user="u-northwind", groups=("sales",))
 
