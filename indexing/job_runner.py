@@ -48,7 +48,7 @@ STOP_TIMEOUT_S = 10.0
 # The Serve application that keeps the runner where no CLI starts it (module docstring).
 JOBS_APP_NAME = "citadel-jobs"
 KEEPER_DEPLOYMENT = "job-runner"
-HEALTH_TIMEOUT_S = 30.0
+HEALTH_TIMEOUT_S = 20.0  # under Serve's own health_check_timeout_s (30 s)
 log = logging.getLogger(__name__)
 
 

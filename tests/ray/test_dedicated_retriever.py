@@ -1,11 +1,12 @@
 """Big tenants on retriever deployments of their own (serving/ray/dedicated.py, issue 30 item 6).
 
 The built application is inspected without starting Ray (Serve's own graph walk, as
-test_cluster_configs does). Two tests share one local Ray running the split app and the citadel-jobs app
+test_cluster_configs does). Three tests share one local Ray running the split app and the citadel-jobs app
 (the deployment's runner actor, as a KubeRay RayService runs it): a big tenant's retrieval is served by
 its own deployment and a small tenant's by the shared one; and the small tenant moves tier by its HTTP
 traffic alone (citadel/segments/tiering.py, with days of seconds): cold a window after its last query,
-hot again when queries return, moved by the runner's periodic check (issue 30 item 6's acceptance).
+hot again when queries return, moved by the runner's periodic check (issue 30 item 6's acceptance);
+and the citadel-jobs app starts the runner again when it is gone.
 """
 
 from __future__ import annotations
@@ -183,3 +184,22 @@ def test_a_quiet_tenant_moves_cold_after_its_window_and_back_hot_with_traffic(sp
         queried_until_hot()  # traffic returns
     finally:
         catalog.close()
+
+
+@pytest.mark.ray
+@pytest.mark.slow
+def test_the_jobs_app_starts_the_runner_again_when_it_is_gone(cluster):
+    """A runner killed for good (no restart) is started again by the citadel-jobs replica's health check,
+    still one named actor (last in the module: it replaces the runner the tests above used)."""
+    import ray
+    from ray import serve
+
+    from indexing.job_runner import ACTOR_NAME, ACTOR_NAMESPACE, JOBS_APP_NAME, KEEPER_DEPLOYMENT
+
+    keeper = serve.get_deployment_handle(KEEPER_DEPLOYMENT, JOBS_APP_NAME)
+    before = keeper.owner.remote().result(timeout_s=30)
+    ray.kill(ray.get_actor(ACTOR_NAME, namespace=ACTOR_NAMESPACE), no_restart=True)
+    keeper.check_health.remote().result(timeout_s=150)  # what Serve calls every health_check_period_s
+    after = keeper.owner.remote().result(timeout_s=30)
+    assert after != before
+    assert ray.get(ray.get_actor(ACTOR_NAME, namespace=ACTOR_NAMESPACE).owner.remote(), timeout=30) == after
