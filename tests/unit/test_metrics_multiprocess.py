@@ -89,3 +89,17 @@ def test_the_cluster_config_keeps_the_metrics_files_off_the_shared_home():
     config = load_config(REPO / "cluster" / "gpu.yaml", environ={})
     assert not config.metrics_multiprocess_path.is_relative_to(config.home)
     assert config.metrics_multiprocess_path.is_relative_to("/tmp")
+
+
+def test_a_local_deploy_empties_the_directory_of_metric_files_only(tmp_path):
+    """The directory is the operator's to name: only prometheus_client's <type>_<pid>.db files go."""
+    from citadel.config import load_config
+    from serving.ray.local import fresh_metrics_dir
+
+    config = load_config(environ={"CITADEL_HOME": str(tmp_path)})
+    directory = config.metrics_multiprocess_path
+    directory.mkdir(parents=True)
+    for name in ("counter_11.db", "histogram_11.db", "gauge_livesum_12.db", "catalog.db", "notes.txt"):
+        (directory / name).write_text("x")
+    fresh_metrics_dir(config)
+    assert sorted(p.name for p in directory.iterdir()) == ["catalog.db", "notes.txt"]
