@@ -17,13 +17,12 @@ from contextlib import AbstractContextManager, contextmanager, nullcontext
 
 from citadel.config import CitadelConfig
 from cluster.ray_local import LOOPBACK, local_ray
+from serving.services.metrics import clear_metric_files
 
 APP_NAME = "citadel"
 # A deployment's job runner for a block: given the config, yields the serving processes' config.
 JobRunnerScope = Callable[[CitadelConfig], AbstractContextManager[CitadelConfig]]
 HEALTH_POLL_S = 0.25
-# prometheus_client's multiprocess files: <type>_<pid>.db, a gauge's type with its mode (gauge_livesum_<pid>.db).
-METRIC_FILE_PREFIXES = ("counter_", "histogram_", "summary_", "gauge_")
 log = logging.getLogger(__name__)
 
 
@@ -57,7 +56,7 @@ def deploy(config: CitadelConfig, health_timeout_s: float = 120.0) -> str:
     if config.serving.host != LOOPBACK:
         raise ValueError(f"serving.host is {config.serving.host}; this launcher binds only {LOOPBACK}")
     serve.start(http_options={"host": LOOPBACK, "port": config.serving.port}, proxy_location="HeadOnly")
-    fresh_metrics_dir(config)
+    clear_metric_files(config.metrics_multiprocess_path)  # an earlier app's counts must not add to these
     try:
         serve.run(build_app_for(config), name=APP_NAME, route_prefix="/", blocking=False,
                   logging_config={"enable_access_log": config.serving.access_log})
@@ -66,19 +65,6 @@ def deploy(config: CitadelConfig, health_timeout_s: float = 120.0) -> str:
     url = f"http://{LOOPBACK}:{config.serving.port}"
     wait_healthy(url, health_timeout_s)
     return url
-
-
-def fresh_metrics_dir(config: CitadelConfig) -> None:
-    """serving.metrics_multiprocess_dir without metric files for the gateway replicas about to start:
-    counts of an earlier app (another run, another topology) must not add to theirs. Only
-    prometheus_client's files (<type>_<pid>.db) go: the directory is the operator's to name."""
-    directory = config.metrics_multiprocess_path
-    if directory is None:
-        return
-    directory.mkdir(parents=True, exist_ok=True)
-    for path in directory.glob("*.db"):
-        if path.name.startswith(METRIC_FILE_PREFIXES):
-            path.unlink(missing_ok=True)
 
 
 def deployment_problems() -> str:

@@ -274,6 +274,23 @@ class ApiMetrics:
             mark_process_dead(os.getpid(), str(self._multiprocess_dir))
 
 
+# prometheus_client's multiprocess files: <type>_<pid>.db, a gauge's type with its mode (gauge_livesum_<pid>.db).
+METRIC_FILE_PREFIXES = ("counter_", "histogram_", "summary_", "gauge_")
+
+
+def clear_metric_files(directory: Path | None) -> None:
+    """`directory` (serving.metrics_multiprocess_dir; None: off) without metric files, before the
+    gateway replicas of a new app start: counts of an earlier app (another run, another topology) must
+    not add to theirs. Only prometheus_client's files (<type>_<pid>.db) go: the directory is the
+    operator's to name."""
+    if directory is None:
+        return
+    directory.mkdir(parents=True, exist_ok=True)
+    for path in directory.glob("*.db"):
+        if path.name.startswith(METRIC_FILE_PREFIXES):
+            path.unlink(missing_ok=True)
+
+
 def _node_registry(directory: Path) -> CollectorRegistry:
     """A registry reading the metrics every process wrote to `directory`, summed."""
     registry = CollectorRegistry()

@@ -94,12 +94,12 @@ def test_the_cluster_config_keeps_the_metrics_files_off_the_shared_home():
 def test_a_local_deploy_empties_the_directory_of_metric_files_only(tmp_path):
     """The directory is the operator's to name: only prometheus_client's <type>_<pid>.db files go."""
     from citadel.config import load_config
-    from serving.ray.local import fresh_metrics_dir
+    from serving.services.metrics import clear_metric_files
 
     config = load_config(environ={"CITADEL_HOME": str(tmp_path)})
     directory = config.metrics_multiprocess_path
     directory.mkdir(parents=True)
     for name in ("counter_11.db", "histogram_11.db", "gauge_livesum_12.db", "catalog.db", "notes.txt"):
         (directory / name).write_text("x")
-    fresh_metrics_dir(config)
+    clear_metric_files(directory)
     assert sorted(p.name for p in directory.iterdir()) == ["catalog.db", "notes.txt"]
