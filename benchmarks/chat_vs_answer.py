@@ -1,5 +1,5 @@
 """`POST /v1/chat/completions` (model `citadel`) against `POST /v1/answer` for the same questions, over real
-HTTP on loopback, and the time to the first streamed chunk (issue 31).
+HTTP on loopback, and the time to the first streamed chunk.
 
 The Acme examples are ingested into a scratch home (real MiniLM, the extractive generator: the
 defaults), served by uvicorn in this process (fused in-process services). Every question is asked of

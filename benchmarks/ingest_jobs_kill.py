@@ -1,4 +1,4 @@
-"""Durable ingestion jobs with the runner killed once mid-way (issue 30 item 7): the four shared
+"""Durable ingestion jobs with the runner killed once mid-way: the four shared
 handbooks uploaded through the admin API of a local app, one upload (one job) per file, each handbook
 its own tenant.
 

@@ -1,5 +1,5 @@
 """Tier moves of a synthetic tenant population under a Zipf query load over a simulated week
-(citadel/segments/tiering.py, issue 30 item 7), and query latency per tier on real partitions.
+(citadel/segments/tiering.py), and query latency per tier on real partitions.
 
 Population: `--tenants` tenants whose sizes follow Zipf (capacity.sizing.tenant_sizes) and whose daily
 queries follow Zipf too, over a popularity order independent of size. Each simulated day the rates

@@ -1,4 +1,5 @@
-"""Big tenants on retriever deployments of their own (DESIGN.md §5; issue 30 item 6).
+"""Big tenants on retriever deployments of their own (DESIGN.md §5: a tenant of millions of chunks gets
+replicas of its own).
 
 In the split topology every tenant's partition is a multiplexed model of the shared `retriever`
 deployment. A tenant above `serving.dedicated_tenant_chunks` published chunks (or named in

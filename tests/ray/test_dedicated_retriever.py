@@ -1,11 +1,11 @@
-"""Big tenants on retriever deployments of their own (serving/ray/dedicated.py, issue 30 item 6).
+"""Big tenants on retriever deployments of their own (serving/ray/dedicated.py).
 
 The built application is inspected without starting Ray (Serve's own graph walk, as
 test_cluster_configs does). Three tests share one local Ray running the split app and the citadel-jobs app
 (the deployment's runner actor, as a KubeRay RayService runs it): a big tenant's retrieval is served by
 its own deployment and a small tenant's by the shared one; and the small tenant moves tier by its HTTP
 traffic alone (citadel/segments/tiering.py, with days of seconds): cold a window after its last query,
-hot again when queries return, moved by the runner's periodic check (issue 30 item 6's acceptance);
+hot again when queries return, moved by the runner's periodic check, on a local cluster;
 and the citadel-jobs app starts the runner again when it is gone.
 """
 

@@ -1,4 +1,4 @@
-"""Tiers by size and traffic (citadel/segments/tiering.py, issue 30 item 6), on an injected clock:
+"""Tiers by size and traffic (citadel/segments/tiering.py), on an injected clock:
 busy tenants hot, small or quiet ones cold, tiny ones exact; hysteresis and a minimum stay; a tenant that
 stops being queried goes cold after its window and comes back hot when traffic returns; and the move
 happens at a publish or compaction, never when a query counts (citadel/retrieval/traffic.py)."""
