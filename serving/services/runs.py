@@ -181,7 +181,9 @@ class RunsService:
     def adopt_orphans(self, limit: int = 20) -> list[str]:
         """Start the unfinished runs whose lease expired (their process died) or was never taken."""
         limit = min(limit, self._room())
-        adopted = [run_id for run_id in self.runs.orphans(limit) if limit > 0 and self._start(run_id)]
+        if limit <= 0:  # full: the orphans wait for a replica with room (or for this one's next look)
+            return []
+        adopted = [run_id for run_id in self.runs.orphans(limit) if self._start(run_id)]
         if adopted:
             log.warning("adopted %d orphaned run(s): %s", len(adopted), adopted)
         return adopted
