@@ -3,7 +3,9 @@
 The same home, questions and stages are measured three ways at each concurrency:
 - **inprocess**: the services called directly from N threads (no HTTP, no Ray): the floor;
 - **fused**: the Serve app with every stage in one replica, over HTTP through Serve's proxy;
-- **split**: one deployment per stage (autoscaled retriever), over HTTP.
+- **split**: one deployment per stage (autoscaled retriever), over HTTP;
+- **fused-direct**, **split-direct**: the same deployments reached at their ingress replicas' own ports
+  (Serve's direct ingress, serving.direct_ingress), clients spread over the replicas: no proxy hop.
 The answer cache is off and budgets are effectively unlimited, so every request runs every stage.
 While the split topology is loaded, replica counts are sampled to show autoscaling up and back down.
 The load generator shares this machine's cores with what it measures; figures are relative.
@@ -42,6 +44,7 @@ def bench_config(config: CitadelConfig) -> CitadelConfig:
     config.state.budget_requests_per_day = UNLIMITED
     config.state.budget_cost_per_day = float(UNLIMITED)
     config.state.redis_url = ""
+    config.serving.direct_ingress = True  # the proxy still answers; the replicas' own ports are measured too
     return config
 
 
@@ -159,10 +162,12 @@ def _inprocess_rows(config: CitadelConfig, identity: Identity, concurrencies: li
 
 def _http_rows(config: CitadelConfig, identity: Identity, concurrencies: list[int], duration_s: float,
                warmup_s: float, settle_down_s: float, log, floors: dict[str, float]) -> tuple[list[dict], list[dict]]:
-    """Fused, then split on the same Serve instance; replicas are logged from the split deploy on,
-    through `settle_down_s` after the load stops (the scale-down). `floors` gets each topology's
-    /healthz p50 from one client: what Serve's proxy and one replica call cost with no work."""
+    """Fused, then split on the same Serve instance, each through Serve's proxy and at its ingress
+    replicas' own ports; replicas are logged from the split deploy on, through `settle_down_s` after the
+    load stops (the scale-down). `floors` gets each way's /healthz p50 from one client: what Serve's
+    proxy (or a replica's own server) and one replica call cost with no work."""
     from serving.ray.local import APP_NAME, replace_app, serve_locally
+    from serving.ray.status import direct_ingress_urls
 
     rows: list[dict] = []
     replicas = ReplicaLog(APP_NAME)
@@ -172,12 +177,18 @@ def _http_rows(config: CitadelConfig, identity: Identity, concurrencies: list[in
                 config.serving.topology = "split"
                 replace_app(config)
                 replicas.start()
-            floors[topology] = floor_ms(url)
-            log({"topology": topology, "healthz_p50_ms": floors[topology]})
+            ways: dict[str, str | list[str]] = {topology: url}
+            direct = direct_ingress_urls(APP_NAME, config.serving.host)
+            if direct:  # none when an operator's environment turned Serve's direct ingress off
+                ways[f"{topology}-direct"] = direct
+            for name, target in ways.items():
+                floors[name] = floor_ms(target if isinstance(target, str) else target[0])
+                log({"topology": name, "healthz_p50_ms": floors[name], "urls": target})
             for concurrency in concurrencies:
                 replicas.mark(f"{topology} load c={concurrency}")
-                rows.append(measure_http(url, identity.headers, topology, concurrency, warmup_s, duration_s))
-                log(rows[-1])
+                for name, target in ways.items():  # through the proxy and direct, side by side
+                    rows.append(measure_http(target, identity.headers, name, concurrency, warmup_s, duration_s))
+                    log(rows[-1])
         replicas.mark("load stopped")
         time.sleep(settle_down_s)
         replicas.stop()

@@ -8,10 +8,11 @@ credential and user context come from whoever owns them (a benchmark's own servi
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import statistics
 import time
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Callable, Sequence
 
 import httpx
 
@@ -52,17 +53,23 @@ def percentile(values: list[float], q: float) -> float:
     return statistics.quantiles(values, n=100, method="inclusive")[int(q) - 1]
 
 
-async def drive(url: str, headers_for: HeadersFor, run: LoadRun, path: str, body_of: Callable[[int], dict],
-                concurrency: int, duration_s: float, keep_bodies: bool = False,
+async def drive(url: str | Sequence[str], headers_for: HeadersFor, run: LoadRun, path: str,
+                body_of: Callable[[int], dict], concurrency: int, duration_s: float, keep_bodies: bool = False,
                 tenant: str | None = None, timeout_s: float = HTTP_TIMEOUT_S) -> list[Completion]:
     """`concurrency` clients POSTing `body_of(turn)` to `path` back to back for `duration_s`; each
-    worker sends `headers_for(worker, tenant)`. Appends to `run` and returns this call's completions."""
+    worker sends `headers_for(worker, tenant)`. Several URLs (replicas answering HTTP themselves): worker
+    i keeps to URL i mod n, as a client-side balancer would. Appends to `run` and returns this call's
+    completions."""
+    urls = [url] if isinstance(url, str) else list(url)
     first = len(run.completions)
-    limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
-    async with httpx.AsyncClient(base_url=url, timeout=timeout_s, limits=limits) as client:
+    per_url = -(-concurrency // len(urls))
+    limits = httpx.Limits(max_connections=per_url, max_keepalive_connections=per_url)
+    async with contextlib.AsyncExitStack() as stack:
+        clients = [await stack.enter_async_context(httpx.AsyncClient(base_url=u, timeout=timeout_s, limits=limits))
+                   for u in urls]
         stop_at = time.monotonic() + duration_s
-        await asyncio.gather(*(_worker(client, run, path, body_of, headers_for(index, tenant), index, stop_at,
-                                       keep_bodies) for index in range(concurrency)))
+        await asyncio.gather(*(_worker(clients[index % len(clients)], run, path, body_of, headers_for(index, tenant),
+                                       index, stop_at, keep_bodies) for index in range(concurrency)))
     return run.completions[first:]
 
 

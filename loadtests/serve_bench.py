@@ -15,7 +15,7 @@ import concurrent.futures
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Callable, Sequence
 
 from loadtests.client import MS, HeadersFor, LoadRun, drive, percentile
 
@@ -70,8 +70,10 @@ def question_body(turn: int) -> dict:
 
 
 # ---------------------------------------------------------------------- over HTTP
-def http_cell(url: str, headers_for: HeadersFor, topology: str, concurrency: int, duration_s: float) -> Cell:
-    """`concurrency` clients asking /v1/answer at `url` for `duration_s`, tallied into a cell."""
+def http_cell(url: str | Sequence[str], headers_for: HeadersFor, topology: str, concurrency: int,
+              duration_s: float) -> Cell:
+    """`concurrency` clients asking /v1/answer at `url` (or spread over several) for `duration_s`, tallied
+    into a cell."""
     cell = Cell(topology, concurrency)
     started = time.perf_counter()
     done = asyncio.run(drive(url, headers_for, LoadRun(), ANSWER_PATH, question_body, concurrency, duration_s))
@@ -81,7 +83,7 @@ def http_cell(url: str, headers_for: HeadersFor, topology: str, concurrency: int
     return cell
 
 
-def measure_http(url: str, headers_for: HeadersFor, topology: str, concurrency: int, warmup_s: float,
+def measure_http(url: str | Sequence[str], headers_for: HeadersFor, topology: str, concurrency: int, warmup_s: float,
                  duration_s: float) -> dict:
     """A warm-up (discarded: connections, caches, autoscaling) then the measured cell's row."""
     if warmup_s > 0:

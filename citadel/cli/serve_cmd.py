@@ -19,7 +19,7 @@ def up(
                                            "starting one."),
 ) -> None:
     """Start a local Ray instance on 127.0.0.1 (dashboard off) and the API; print its URL."""
-    from serving.ray.launcher import LOCAL_ADMIN_SERVICE, LOCAL_APP_SERVICE, LauncherError, token_path
+    from serving.ray.launcher import LOCAL_ADMIN_SERVICE, LOCAL_APP_SERVICE, LauncherError, direct_urls, token_path
     from serving.ray.launcher import up as start
 
     from citadel.cli.cluster_cmd import use_address
@@ -37,6 +37,8 @@ def up(
         typer.echo(f"error: {error}", err=True)
         raise typer.Exit(1)
     typer.echo(url)
+    if replicas := direct_urls(loaded):
+        typer.echo(f"each ingress replica also answers at its own URL (no proxy hop): {' '.join(replicas)}", err=True)
     typer.echo(f"topology {loaded.serving.topology}; service token in {token_path(loaded, LOCAL_APP_SERVICE)}, "
                f"admin token in {token_path(loaded, LOCAL_ADMIN_SERVICE)}; "
                f"mint a user context with `citadel token --service {LOCAL_APP_SERVICE} ...`", err=True)

@@ -134,6 +134,15 @@ def up(config: CitadelConfig, timeout_s: float = 180.0, supervisor: str = "servi
     return url
 
 
+def direct_urls(config: CitadelConfig) -> list[str]:
+    """The running cluster's ingress replicas' own URLs as it started (serving.direct_ingress; empty
+    otherwise). A replica that restarts may take another port: Serve's proxy at `up`'s URL always answers."""
+    files = RunFiles.of(config)
+    if running_pid(files) is None or not files.ready.exists():
+        return []
+    return list(json.loads(files.ready.read_text()).get("direct_urls") or [])
+
+
 def _start_example_crm(config: CitadelConfig) -> str:
     """The example CRM the tools reach (examples/crm), on loopback, for this home; its URL. The tools'
     credential is made first: the servers read the home's credentials when they start. Unless the
@@ -194,7 +203,8 @@ def supervise(config_path: Path, job_runner: "JobRunnerScope | None" = None) -> 
     """The supervisor: Ray, Serve and the app until SIGTERM, then an orderly shutdown. `job_runner`:
     the deployment's job runner actor, which `citadel up`'s supervisor (citadel/cli/supervisor.py)
     passes (serving does not import indexing)."""
-    from serving.ray.local import serve_locally
+    from serving.ray.local import APP_NAME, serve_locally
+    from serving.ray.status import direct_ingress_urls
 
     config = CitadelConfig.model_validate_json(Path(config_path).read_text())
     files = RunFiles.of(config)
@@ -205,9 +215,12 @@ def supervise(config_path: Path, job_runner: "JobRunnerScope | None" = None) -> 
         signal.signal(signal.SIGINT, lambda *_: stop.set())
         # Written aside and renamed: `up` reads the file as soon as it exists, never half-written.
         partial = files.ready.with_suffix(".partial")
-        partial.write_text(json.dumps({"url": url, "pid": os.getpid(), "topology": config.serving.topology}))
+        direct = direct_ingress_urls(APP_NAME, config.serving.host) if config.serving.direct_ingress else []
+        partial.write_text(json.dumps({"url": url, "pid": os.getpid(), "topology": config.serving.topology,
+                                       "direct_urls": direct}))
         os.replace(partial, files.ready)
-        print(f"citadel serving {config.serving.topology} at {url}", flush=True)
+        print(f"citadel serving {config.serving.topology} at {url}" + (f"; replicas at {' '.join(direct)}" if direct
+                                                                        else ""), flush=True)
         stop.wait()
     print("citadel stopped", flush=True)
 

@@ -87,29 +87,39 @@ def replace_app(config: CitadelConfig, health_timeout_s: float = 120.0) -> str:
     return deploy(config, health_timeout_s)
 
 
-SERVE_SWITCHES = {"haproxy_ingress": "RAY_SERVE_ENABLE_HA_PROXY", "throughput_optimized": "RAY_SERVE_THROUGHPUT_OPTIMIZED"}
+SERVE_SWITCHES = {"haproxy_ingress": "RAY_SERVE_ENABLE_HA_PROXY", "throughput_optimized": "RAY_SERVE_THROUGHPUT_OPTIMIZED",
+                  "direct_ingress": "RAY_SERVE_ENABLE_DIRECT_INGRESS"}
 # serving.lean_request_path: user code and the handle router on each replica's own event loop (no
 # thread hop per ASGI message or handle call), request-path logs flushed in batches.
 LEAN_REQUEST_PATH = {"RAY_SERVE_RUN_USER_CODE_IN_SEPARATE_THREAD": "0", "RAY_SERVE_RUN_ROUTER_IN_SEPARATE_LOOP": "0",
                      "RAY_SERVE_REQUEST_PATH_LOG_BUFFER_SIZE": "1000"}
+DIRECT_INGRESS_DRAIN = "RAY_SERVE_DIRECT_INGRESS_MIN_DRAINING_PERIOD_S"
+
+
+def serve_switches(config: CitadelConfig) -> dict[str, str]:
+    """The environment Serve reads when its processes start, as `config.serving` asks for it.
+
+    The HAProxy ingress is refused on loopback: Ray 2.60's HAProxy template binds its stats page and
+    Prometheus exporter on every interface (`bind *:8404`, `bind :9101`), which DESIGN.md §8 forbids
+    here. It is meant for a cluster network (KubeRay), where those ports stay inside the pod. Direct
+    ingress without HAProxy binds each replica's port on serving.host, as the proxy's."""
+    serving = config.serving
+    if serving.haproxy_ingress and serving.host == LOOPBACK:
+        raise ValueError("serving.haproxy_ingress binds HAProxy's stats and metrics ports on all interfaces; "
+                         "it is refused when serving on 127.0.0.1")
+    switches = {variable: "1" for field, variable in SERVE_SWITCHES.items() if getattr(serving, field)}
+    if serving.lean_request_path:
+        switches.update(LEAN_REQUEST_PATH)
+    if serving.direct_ingress or serving.throughput_optimized:  # Serve's throughput mode turns direct ingress on
+        switches[DIRECT_INGRESS_DRAIN] = f"{serving.direct_ingress_drain_s:g}"
+    return switches
 
 
 def apply_serve_switches(config: CitadelConfig) -> None:
     """Serve reads these when its controller starts, so they must be set before Ray starts (every
-    Ray process inherits this environment); an operator's explicit environment wins.
-
-    The HAProxy ingress is refused on loopback: Ray 2.60's HAProxy template binds its stats page and
-    Prometheus exporter on every interface (`bind *:8404`, `bind :9101`), which DESIGN.md §8 forbids
-    here. It is meant for a cluster network (KubeRay), where those ports stay inside the pod."""
-    if config.serving.haproxy_ingress and config.serving.host == LOOPBACK:
-        raise ValueError("serving.haproxy_ingress binds HAProxy's stats and metrics ports on all interfaces; "
-                         "it is refused when serving on 127.0.0.1")
-    for field, variable in SERVE_SWITCHES.items():
-        if getattr(config.serving, field):
-            os.environ.setdefault(variable, "1")
-    if config.serving.lean_request_path:
-        for variable, value in LEAN_REQUEST_PATH.items():
-            os.environ.setdefault(variable, value)
+    Ray process inherits this environment); an operator's explicit environment wins."""
+    for variable, value in serve_switches(config).items():
+        os.environ.setdefault(variable, value)
 
 
 @contextmanager

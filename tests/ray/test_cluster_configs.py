@@ -452,3 +452,22 @@ def test_a_replica_asks_a_positive_amount_of_each_custom_resource():
 
     with pytest.raises(ValidationError, match="positive amount"):
         DeploymentSettings(resources={"citadel_node_head": 0})
+
+
+def test_serve_switches_follow_the_serving_config():
+    """The environment `citadel up` sets before Ray starts: the lean request path by default; Serve's
+    direct ingress with a short drain only when asked for (Serve's throughput mode turns it on as well);
+    HAProxy refused on loopback (its stats and exporter ports bind every interface)."""
+    from serving.ray.local import DIRECT_INGRESS_DRAIN, LEAN_REQUEST_PATH, serve_switches
+
+    config = CitadelConfig()
+    assert serve_switches(config) == LEAN_REQUEST_PATH
+    config.serving.direct_ingress, config.serving.direct_ingress_drain_s = True, 1.5
+    switches = serve_switches(config)
+    assert switches["RAY_SERVE_ENABLE_DIRECT_INGRESS"] == "1" and switches[DIRECT_INGRESS_DRAIN] == "1.5"
+    config.serving.direct_ingress, config.serving.throughput_optimized = False, True
+    assert "RAY_SERVE_ENABLE_DIRECT_INGRESS" not in serve_switches(config)
+    assert serve_switches(config)[DIRECT_INGRESS_DRAIN] == "1.5"
+    config.serving.haproxy_ingress = True
+    with pytest.raises(ValueError, match="all interfaces"):
+        serve_switches(config)

@@ -49,7 +49,7 @@ class Cluster:
         response = self.client.post("/v1/admin/tenants/acme/documents", json=doc, headers=self.home.admin_headers())
         assert response.status_code == 202, response.text
         job = self.wait_job(response.json()["job_id"])
-        assert job["status"] == "succeeded", job
+        assert job["status"] == "succeeded", repr(job)
         return job
 
 
@@ -58,7 +58,7 @@ def ray_serve(tmp_path_factory, redis_url):
     from cluster.ray_local import local_ray
     from ray import serve
 
-    from serving.ray.local import deploy
+    from serving.ray.local import deploy, serve_switches
 
     home = make_home(tmp_path_factory.mktemp("serve") / "home",
                      CITADEL_REDIS_URL=redis_url, CITADEL_STATE__BUDGET_REQUESTS_PER_DAY=str(BUDGET),
@@ -66,11 +66,20 @@ def ray_serve(tmp_path_factory, redis_url):
     home.config.state.key_prefix = f"test-{uuid.uuid4().hex[:8]}:"
     home.config.serving.port = _free_port()
     home.config.ingest_pipeline.ray_num_cpus = 2
-    with local_ray(home.config.ingest_pipeline):
-        try:
-            yield Cluster(home, deploy(home.config))
-        finally:
-            serve.shutdown()
+    # Direct ingress on: every test below also runs with the ingress replicas answering on ports of their
+    # own (the socket test covers those too). Serve's default threads otherwise: this module's uploads run
+    # on the split gateway's embedded job runner, which waits on the embedder's handle from a thread of
+    # its own, and a handle whose router shares the replica's loop refuses that (`citadel up` runs the
+    # deployment's runner actor instead).
+    home.config.serving.direct_ingress, home.config.serving.lean_request_path = True, False
+    with pytest.MonkeyPatch.context() as env:
+        for variable, value in serve_switches(home.config).items():
+            env.setenv(variable, value)
+        with local_ray(home.config.ingest_pipeline):
+            try:
+                yield Cluster(home, deploy(home.config))
+            finally:
+                serve.shutdown()
 
 
 @pytest.fixture(scope="module", params=["fused", "split"])
@@ -176,6 +185,27 @@ def test_every_listening_socket_is_on_loopback(app):
     exposed = [(c.pid, c.laddr) for c in psutil.net_connections(kind="inet")
                if c.status == psutil.CONN_LISTEN and c.pid in ours and not loopback(c.laddr.ip)]
     assert ours and exposed == []
+
+
+def test_each_ingress_replica_answers_on_its_own_port_through_the_same_edge(app):
+    """serving.direct_ingress: every ingress replica (fused, or split's gateway) answers HTTP on its own
+    loopback port, with the edge's authentication and scoping, as through Serve's proxy."""
+    from citadel.config import INGRESS_DEPLOYMENTS
+    from serving.ray.local import APP_NAME
+    from serving.ray.status import direct_ingress_urls, replica_counts
+
+    urls = direct_ingress_urls(APP_NAME, app.home.config.serving.host)
+    running = sum(n for name, n in replica_counts(APP_NAME).items() if name in INGRESS_DEPLOYMENTS)
+    assert running >= 1 and len(urls) == running and all(u.startswith("http://127.0.0.1:") for u in urls)
+    headers, body = app.user(), {"query": "hotel limit per night", "top_k": 5}
+    through_proxy = app.client.post("/v1/retrieve", json=body, headers=headers).json()["passages"]
+    assert through_proxy
+    for url in urls:
+        with httpx.Client(base_url=url, timeout=60.0) as direct:
+            assert direct.get("/healthz").json()["topology"] == app.topology
+            _error(direct.post("/v1/retrieve", json=body), 401, "missing_credential")
+            forged = direct.post("/v1/retrieve", json={**body, "tenant_id": "northwind"}, headers=headers).json()
+            assert forged["passages"] == through_proxy  # the tenant comes from the signed context only
 
 
 # Kept last in the module: it trips nothing (fewer calls than a breaker's minimum sample), but a

@@ -96,6 +96,17 @@ def test_drive_appends_to_a_run_and_counts_refused_connections(server_url):
     assert {c.status for c in dead} == {NO_RESPONSE} and all(c.body is None for c in dead)
 
 
+def test_drive_spreads_workers_over_several_urls(server_url):
+    """Worker i keeps to URL i mod n: with a live URL and a closed one, one worker's requests are all
+    answered and the other's all refused."""
+    run = LoadRun()
+    done = asyncio.run(drive([server_url, _closed_port_url()], lambda w, t: {"authorization": f"w{w}"}, run, "/v1/answer",
+                             lambda turn: {"turn": turn, "fail": 0}, 2, 0.3, keep_bodies=True, timeout_s=1.0))
+    answered = [c for c in done if c.status == 200]
+    assert answered and {c.body["authorization"] for c in answered} == {"w0"}
+    assert {c.status for c in done} == {200, NO_RESPONSE}
+
+
 # ---------------------------------------------------------------------- the room's rule
 def _imported_roots(tree: ast.AST) -> set[str]:
     roots = set()
