@@ -23,6 +23,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+import psutil
+
 from citadel.config import CitadelConfig
 from citadel.identity.credentials import ALL_TENANTS, kept_token
 from citadel.identity.keys import current_service_key
@@ -82,13 +84,7 @@ def ensure_local_identity(config: CitadelConfig) -> dict[str, Path]:
 
 def _alive(pid: int) -> bool:
     _reap(pid)  # when `up` ran in this process the supervisor is our child: an exited one is a zombie
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
+    return psutil.pid_exists(pid)
 
 
 def running_pid(files: RunFiles) -> int | None:
@@ -215,12 +211,12 @@ def supervise(config_path: Path, job_runner: "JobRunnerScope | None" = None) -> 
         signal.signal(signal.SIGINT, lambda *_: stop.set())
         # Written aside and renamed: `up` reads the file as soon as it exists, never half-written.
         partial = files.ready.with_suffix(".partial")
-        direct = direct_ingress_urls(APP_NAME, config.serving.host) if config.serving.direct_ingress else []
+        direct = direct_ingress_urls(APP_NAME, config.serving.host)  # none unless Serve's direct ingress is on
         partial.write_text(json.dumps({"url": url, "pid": os.getpid(), "topology": config.serving.topology,
                                        "direct_urls": direct}))
         os.replace(partial, files.ready)
-        print(f"citadel serving {config.serving.topology} at {url}" + (f"; replicas at {' '.join(direct)}" if direct
-                                                                        else ""), flush=True)
+        replicas = f"; replicas at {' '.join(direct)}" if direct else ""
+        print(f"citadel serving {config.serving.topology} at {url}{replicas}", flush=True)
         stop.wait()
     print("citadel stopped", flush=True)
 

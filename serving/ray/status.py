@@ -1,7 +1,7 @@
 """What Ray Serve says about a running app, for the benchmarks and drills that watch or aim at it:
 running replicas per deployment, the rank of a live replica, and the URLs of replicas that answer
-HTTP themselves. Kept here because it needs Ray,
-which the measurement scripts (benchmarks/) do not import themselves.
+HTTP themselves. Kept here because it needs Ray, which the measurement scripts (benchmarks/) do not
+import themselves.
 """
 
 from __future__ import annotations

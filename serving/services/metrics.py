@@ -25,6 +25,7 @@ import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Iterable
 
+import psutil
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client import values
 from prometheus_client.multiprocess import MultiProcessCollector, mark_process_dead
@@ -303,18 +304,8 @@ def forget_dead_processes(directory: Path) -> None:
     killed or crashed), as `process_ended` would have."""
     for path in glob.glob(os.path.join(directory, "gauge_live*_*.db")):
         pid = Path(path).stem.rsplit("_", 1)[-1]
-        if pid.isdigit() and not _running(int(pid)):
+        if pid.isdigit() and not psutil.pid_exists(int(pid)):
             mark_process_dead(int(pid), str(directory))
-
-
-def _running(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # someone else's process: alive
-        return True
-    return True
 
 
 class _RetrieverCollector:
